@@ -1,0 +1,160 @@
+// Package state owns fleet's files on disk: where <stateHome> is, the modes its files must have
+// (SPEC F1) and how they are written (F2).
+//
+// Guarantees: a folder is created 0700 and a file 0600; an existing one that is group- or
+// world-accessible, or owned by another user, is refused with an error that names the path and the
+// chmod that fixes it — never silently re-permissioned. Every write goes to a temporary file in the
+// same folder, is fsynced, then renamed over the old one, so a crash or a full disk leaves either the
+// old file or the new one. A file that does not parse is the caller's error to report; this package
+// never replaces one with an empty file.
+package state
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+)
+
+// Home resolves <stateHome>: flagValue (--state-dir), else $PHASE_CONSOLE_STATE_HOME, else
+// $XDG_STATE_HOME/phase-console, else ~/.local/state/phase-console.
+func Home(flagValue string) (string, error) {
+	if flagValue != "" {
+		return filepath.Abs(flagValue)
+	}
+	if v := os.Getenv("PHASE_CONSOLE_STATE_HOME"); v != "" {
+		return filepath.Abs(v)
+	}
+	if v := os.Getenv("XDG_STATE_HOME"); v != "" {
+		return filepath.Join(v, "phase-console"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("cannot find the state folder: %w (set --state-dir or $PHASE_CONSOLE_STATE_HOME)", err)
+	}
+	return filepath.Join(home, ".local", "state", "phase-console"), nil
+}
+
+// FleetDir is the supervisor's folder, <stateHome>/fleet.
+func FleetDir(home string) string { return filepath.Join(home, "fleet") }
+
+// File names inside FleetDir.
+const (
+	TokenFile    = "fleet.token"
+	RegistryFile = "consoles.json"
+	AddrFile     = "supervisor.addr"
+)
+
+// A ModeError says that path is too open or owned by someone else, and how to fix it.
+type ModeError struct {
+	Path string
+	Mode fs.FileMode
+	Why  string // "is group- or world-accessible", "is owned by uid 1001", "is not a regular file"
+	Fix  string // the command that fixes it
+}
+
+func (e *ModeError) Error() string {
+	s := fmt.Sprintf("%s %s (mode %04o)", e.Path, e.Why, e.Mode.Perm())
+	if e.Fix != "" {
+		s += "; fix: " + e.Fix
+	}
+	return s
+}
+
+// EnsureDir makes sure path is a private folder: created 0700 (parents too) when missing; when it
+// exists, it must be a folder of ours with no group or world bits.
+func EnsureDir(path string) error {
+	st, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err := os.MkdirAll(path, 0o700); err != nil {
+			return fmt.Errorf("create %s: %w", path, err)
+		}
+		// MkdirAll honours the umask; make the mode exact on what we just made.
+		if err := os.Chmod(path, 0o700); err != nil {
+			return fmt.Errorf("create %s: %w", path, err)
+		}
+		st, err = os.Lstat(path)
+	}
+	if err != nil {
+		return err
+	}
+	if !st.IsDir() {
+		return &ModeError{Path: path, Mode: st.Mode(), Why: "is not a folder", Fix: "move it out of the way"}
+	}
+	return checkOwnerAndMode(path, st, "chmod 700 "+path)
+}
+
+// CheckFile makes sure an existing path is a regular file of ours with no group or world bits.
+func CheckFile(path string) error {
+	st, err := os.Lstat(path)
+	if err != nil {
+		return err
+	}
+	if !st.Mode().IsRegular() {
+		return &ModeError{Path: path, Mode: st.Mode(), Why: "is not a regular file", Fix: "move it out of the way"}
+	}
+	return checkOwnerAndMode(path, st, "chmod 600 "+path)
+}
+
+func checkOwnerAndMode(path string, st fs.FileInfo, fix string) error {
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok && int(sys.Uid) != os.Geteuid() {
+		return &ModeError{Path: path, Mode: st.Mode(), Why: fmt.Sprintf("is owned by uid %d, not by this user (uid %d)", sys.Uid, os.Geteuid()),
+			Fix: fmt.Sprintf("chown %d %s", os.Geteuid(), path)}
+	}
+	if st.Mode().Perm()&0o077 != 0 {
+		return &ModeError{Path: path, Mode: st.Mode(), Why: "is group- or world-accessible", Fix: fix}
+	}
+	return nil
+}
+
+// ReadPrivateFile checks path with CheckFile, then reads it.
+func ReadPrivateFile(path string) ([]byte, error) {
+	if err := CheckFile(path); err != nil {
+		return nil, err
+	}
+	return os.ReadFile(path)
+}
+
+// WriteFileAtomic writes data to path with mode 0600: temporary file in the same folder, fsync,
+// rename, fsync of the folder. On any error the old file (if any) is untouched.
+func WriteFileAtomic(path string, data []byte) error {
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	tmp, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	tmpName := tmp.Name()
+	ok := false
+	defer func() {
+		if !ok {
+			tmp.Close()
+			os.Remove(tmpName)
+		}
+	}()
+	if err := tmp.Chmod(0o600); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if _, err := tmp.Write(data); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmpName, path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	ok = true
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}

@@ -1,0 +1,192 @@
+package state
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestEnsureDirCreatesPrivate_F1(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "a", "fleet")
+	if err := EnsureDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := os.Stat(dir)
+	if st.Mode().Perm() != 0o700 {
+		t.Fatalf("mode %o, want 700", st.Mode().Perm())
+	}
+}
+
+func TestTooOpenIsRefusedWithFix_F1(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "fleet")
+	os.Mkdir(dir, 0o755)
+	os.Chmod(dir, 0o755)
+	err := EnsureDir(dir)
+	var me *ModeError
+	if !errors.As(err, &me) || !strings.Contains(err.Error(), "chmod 700 "+dir) {
+		t.Fatalf("err = %v, want a ModeError naming chmod 700 %s", err, dir)
+	}
+	st, _ := os.Stat(dir)
+	if st.Mode().Perm() != 0o755 {
+		t.Fatal("EnsureDir re-permissioned the folder")
+	}
+	os.Chmod(dir, 0o700)
+	f := filepath.Join(dir, TokenFile)
+	os.WriteFile(f, []byte("x\n"), 0o644)
+	os.Chmod(f, 0o644)
+	if _, err := LoadOrCreateToken(dir); err == nil || !strings.Contains(err.Error(), "chmod 600 "+f) {
+		t.Fatalf("err = %v, want chmod 600 fix", err)
+	}
+	if b, _ := os.ReadFile(f); string(b) != "x\n" {
+		t.Fatal("token file was overwritten")
+	}
+}
+
+func TestMalformedTokenIsErrorNotReplaced_F2(t *testing.T) {
+	dir := privateDir(t)
+	f := filepath.Join(dir, TokenFile)
+	os.WriteFile(f, []byte("short\n"), 0o600)
+	if _, err := LoadOrCreateToken(dir); err == nil || !strings.Contains(err.Error(), f) {
+		t.Fatalf("err = %v, want error naming %s", err, f)
+	}
+	if b, _ := os.ReadFile(f); string(b) != "short\n" {
+		t.Fatal("malformed token file was replaced")
+	}
+}
+
+func TestLoadOrCreateToken_F1(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "fleet")
+	tok, err := LoadOrCreateToken(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ParseToken([]byte(tok)); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := os.Stat(filepath.Join(dir, TokenFile))
+	if st.Mode().Perm() != 0o600 {
+		t.Fatalf("token mode %o", st.Mode().Perm())
+	}
+	again, err := LoadOrCreateToken(dir)
+	if err != nil || again != tok {
+		t.Fatalf("second load = %q, %v; want the same token", again, err)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Fatalf("left-over files: %v", entries)
+	}
+}
+
+func TestWriteFileAtomicKeepsOldOnFailure_F2(t *testing.T) {
+	dir := t.TempDir()
+	f := filepath.Join(dir, "x.json")
+	if err := WriteFileAtomic(f, []byte("old")); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(dir, 0o500) // no new files: the temp file cannot be made
+	defer os.Chmod(dir, 0o700)
+	if os.Geteuid() == 0 {
+		t.Skip("root ignores folder permissions")
+	}
+	if err := WriteFileAtomic(f, []byte("new")); err == nil {
+		t.Fatal("want error")
+	}
+	if b, _ := os.ReadFile(f); string(b) != "old" {
+		t.Fatal("old contents lost")
+	}
+}
+
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) Now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *fakeClock) Add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
+
+func TestTokenRotationGrace_C1(t *testing.T) {
+	dir := privateDir(t)
+	old, err := LoadOrCreateToken(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := &fakeClock{t: time.Unix(1000, 0)}
+	tok := NewTokenFollower(filepath.Join(dir, TokenFile), clock.Now)
+	if !tok.Match(old) {
+		t.Fatal("current token not matched")
+	}
+	if tok.Match(old[:len(old)-1] + "A") {
+		t.Fatal("token wrong by one byte matched")
+	}
+	if err := RotateToken(dir); err != nil {
+		t.Fatal(err)
+	}
+	if changed, err := tok.Refresh(); !changed || err != nil {
+		t.Fatalf("Refresh = %v, %v", changed, err)
+	}
+	cur, _ := tok.Current()
+	if cur == old || !tok.Match(cur) {
+		t.Fatal("new token not current")
+	}
+	clock.Add(RotationGrace - time.Second)
+	if !tok.Match(old) {
+		t.Fatal("old token refused within grace")
+	}
+	clock.Add(time.Second)
+	if tok.Match(old) {
+		t.Fatal("old token believed after grace")
+	}
+}
+
+func TestTokenFailsClosed_C1(t *testing.T) {
+	dir := privateDir(t)
+	good, _ := LoadOrCreateToken(dir)
+	f := filepath.Join(dir, TokenFile)
+	tok := NewTokenFollower(f, nil)
+	os.Chmod(f, 0o644)
+	if _, err := tok.Refresh(); err == nil {
+		t.Fatal("too-open token file accepted")
+	}
+	if tok.Match(good) {
+		t.Fatal("token believed while the file is too open")
+	}
+	if _, err := tok.Current(); err == nil {
+		t.Fatal("Current gave a token while the file is too open")
+	}
+	os.Chmod(f, 0o600)
+	if _, err := tok.Refresh(); err != nil || !tok.Match(good) {
+		t.Fatalf("token not believed again after fix: %v", err)
+	}
+	os.WriteFile(f, []byte("garbage\n"), 0o600)
+	tok.Refresh()
+	if tok.Match(good) || tok.Match("garbage") {
+		t.Fatal("malformed file believed")
+	}
+}
+
+func TestHome(t *testing.T) {
+	t.Setenv("PHASE_CONSOLE_STATE_HOME", "")
+	t.Setenv("XDG_STATE_HOME", "/x")
+	if h, _ := Home(""); h != "/x/phase-console" {
+		t.Fatal(h)
+	}
+	t.Setenv("PHASE_CONSOLE_STATE_HOME", "/p")
+	if h, _ := Home(""); h != "/p" {
+		t.Fatal(h)
+	}
+	if h, _ := Home("/f"); h != "/f" {
+		t.Fatal(h)
+	}
+}
+
+func privateDir(t *testing.T) string {
+	dir := filepath.Join(t.TempDir(), "fleet")
+	if err := EnsureDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}

@@ -1,0 +1,219 @@
+package state
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+)
+
+// TokenBytes is how many random bytes a fleet token carries (SPEC: at least 32).
+const TokenBytes = 32
+
+// RotationGrace is how long the previous token is still believed after a rotation (SPEC C1).
+const RotationGrace = 10 * time.Second
+
+// NewToken returns a fresh token: TokenBytes from crypto/rand, base64url without padding.
+func NewToken() (string, error) {
+	b := make([]byte, TokenBytes)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+// ParseToken validates the contents of a token file: one line of base64url that decodes to at least
+// TokenBytes bytes. The error never contains the token.
+func ParseToken(data []byte) (string, error) {
+	data = bytes.TrimSuffix(data, []byte("\n"))
+	data = bytes.TrimSuffix(data, []byte("\r"))
+	if bytes.ContainsAny(data, "\r\n \t") {
+		return "", errors.New("not one line of base64url")
+	}
+	s := string(bytes.TrimRight(data, "="))
+	raw, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return "", errors.New("not base64url")
+	}
+	if len(raw) < TokenBytes {
+		return "", fmt.Errorf("too short: %d bytes, want at least %d", len(raw), TokenBytes)
+	}
+	return s, nil
+}
+
+// ReadToken reads and validates the token file at path, checking its mode first (F1).
+func ReadToken(path string) (string, error) {
+	data, err := ReadPrivateFile(path)
+	if err != nil {
+		return "", err
+	}
+	tok, err := ParseToken(data)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", path, err)
+	}
+	return tok, nil
+}
+
+// LoadOrCreateToken returns the token in fleetDir, creating the folder and a fresh token file on
+// first use. An existing file that is too open or does not parse is an error; it is never replaced.
+func LoadOrCreateToken(fleetDir string) (string, error) {
+	if err := EnsureDir(fleetDir); err != nil {
+		return "", err
+	}
+	path := filepath.Join(fleetDir, TokenFile)
+	tok, err := ReadToken(path)
+	if !errors.Is(err, fs.ErrNotExist) {
+		return tok, err
+	}
+	tok, err = NewToken()
+	if err != nil {
+		return "", err
+	}
+	if err := WriteFileAtomic(path, []byte(tok+"\n")); err != nil {
+		return "", err
+	}
+	return tok, nil
+}
+
+// RotateToken writes a fresh token to fleetDir atomically. Readers that watch the file (Token)
+// believe the old one for RotationGrace more.
+func RotateToken(fleetDir string) error {
+	if err := EnsureDir(fleetDir); err != nil {
+		return err
+	}
+	path := filepath.Join(fleetDir, TokenFile)
+	if err := CheckFile(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	tok, err := NewToken()
+	if err != nil {
+		return err
+	}
+	return WriteFileAtomic(path, []byte(tok+"\n"))
+}
+
+// A Token follows the fleet token file: it re-reads the file when it changes (Refresh, or Watch
+// polling), and remembers the previous token for RotationGrace so that no request fails during a
+// rotation. When the file is unreadable, too open or malformed, no token is believed at all (fail
+// closed) until it is good again.
+type Token struct {
+	path string
+	now  func() time.Time
+
+	mu        sync.Mutex
+	stamp     fileStamp
+	current   string
+	previous  string
+	prevUntil time.Time
+	err       error
+}
+
+type fileStamp struct {
+	ok    bool
+	mod   time.Time
+	size  int64
+	ino   uint64
+	mode  fs.FileMode
+	owner uint32
+}
+
+// NewTokenFollower follows the token file at path. now is the clock (nil: time.Now). It reads the file once.
+func NewTokenFollower(path string, now func() time.Time) *Token {
+	if now == nil {
+		now = time.Now
+	}
+	t := &Token{path: path, now: now}
+	t.Refresh()
+	return t
+}
+
+// Path is the followed file.
+func (t *Token) Path() string { return t.path }
+
+// Refresh re-reads the file if its stamp (mtime, size, inode, mode, owner) changed. It reports
+// whether it changed and the current error, if any.
+func (t *Token) Refresh() (changed bool, err error) {
+	st, statErr := os.Lstat(t.path)
+	stamp := stampOf(st, statErr)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if stamp == t.stamp && t.stamp.ok {
+		return false, t.err
+	}
+	t.stamp = stamp
+	tok, err := ReadToken(t.path)
+	if err != nil {
+		t.current, t.previous, t.prevUntil, t.err = "", "", time.Time{}, err
+		return true, err
+	}
+	if tok != t.current {
+		if t.current != "" {
+			t.previous, t.prevUntil = t.current, t.now().Add(RotationGrace)
+		}
+		t.current = tok
+	}
+	t.err = nil
+	return true, nil
+}
+
+// Current returns the token to send, or the reason there is none.
+func (t *Token) Current() (string, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.err != nil {
+		return "", t.err
+	}
+	if t.current == "" {
+		return "", errors.New("no fleet token")
+	}
+	return t.current, nil
+}
+
+// Match reports, in constant time with respect to the token contents, whether got is the current
+// token or the previous one within its grace.
+func (t *Token) Match(got string) bool {
+	t.mu.Lock()
+	cur, prev, until, err := t.current, t.previous, t.prevUntil, t.err
+	t.mu.Unlock()
+	if err != nil || cur == "" {
+		return false
+	}
+	ok := subtle.ConstantTimeCompare([]byte(got), []byte(cur)) == 1
+	if prev != "" && t.now().Before(until) {
+		ok = subtle.ConstantTimeCompare([]byte(got), []byte(prev)) == 1 || ok
+	}
+	return ok
+}
+
+// Watch calls Refresh every interval until stop is closed. onErr, if not nil, is told of each new
+// error (never the token).
+func (t *Token) Watch(stop <-chan struct{}, interval time.Duration, onErr func(error)) {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+			if changed, err := t.Refresh(); changed && err != nil && onErr != nil {
+				onErr(err)
+			}
+		}
+	}
+}
+
+func stampOf(st fs.FileInfo, err error) fileStamp {
+	if err != nil {
+		return fileStamp{}
+	}
+	s := fileStamp{ok: true, mod: st.ModTime(), size: st.Size(), mode: st.Mode()}
+	fillSys(&s, st)
+	return s
+}

@@ -1,0 +1,126 @@
+package proxy
+
+import (
+	"net/http"
+	"net/textproto"
+	"strings"
+)
+
+// The assertion headers: only the supervisor writes them, on the hop to a console (SPEC S6).
+const (
+	HeaderFleet      = "X-Phase-Console-Fleet"
+	HeaderFleetLogin = "X-Phase-Console-Fleet-Login"
+)
+
+// FoldName is how fleet compares header names (SPEC S3): lower-cased, with every character that is
+// not a letter or digit folded to '-'. So "x_phase.console-FLEET" and "X-Phase-Console-Fleet" are one
+// name, as they may be to some console framework.
+func FoldName(name string) string {
+	b := make([]byte, len(name))
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case 'a' <= c && c <= 'z', '0' <= c && c <= '9':
+		case 'A' <= c && c <= 'Z':
+			c += 'a' - 'A'
+		default:
+			c = '-'
+		}
+		b[i] = c
+	}
+	return string(b)
+}
+
+var (
+	foldedFleet      = FoldName(HeaderFleet)
+	foldedFleetLogin = FoldName(HeaderFleetLogin)
+)
+
+// IsAssertionName reports whether name is either assertion header under any S3 spelling.
+func IsAssertionName(name string) bool {
+	f := FoldName(name)
+	return f == foldedFleet || f == foldedFleetLogin
+}
+
+// identityPrefixes and identityNames are the header families that a caller may use to claim an
+// identity (SPEC S4), folded. A name is removed when it equals one of identityNames or starts with
+// one of identityPrefixes.
+var (
+	identityPrefixes = []string{
+		"tailscale-", "x-forwarded-", "remote-", "x-remote-", "x-webauth-",
+		"x-auth-request-", "x-pomerium-", "cf-access-",
+	}
+	identityNames = []string{
+		"forwarded", "x-real-ip", "teleport-jwt-assertion", "authorization", "proxy-authorization",
+		foldedFleet, foldedFleetLogin,
+	}
+)
+
+// IsIdentityName reports whether name belongs to a family that S4 removes on every hop (assertion
+// headers included), under any S3 spelling.
+func IsIdentityName(name string) bool {
+	f := FoldName(name)
+	for _, n := range identityNames {
+		if f == n {
+			return true
+		}
+	}
+	for _, p := range identityPrefixes {
+		if strings.HasPrefix(f, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// CheckNoAssertion refuses (400 assertion-sent, SPEC S3) a request that carries an assertion header
+// under any spelling, with any value (empty too), names one in Connection, or declares one as a
+// trailer.
+func CheckNoAssertion(r *http.Request) *Refusal {
+	for name := range r.Header {
+		if IsAssertionName(name) {
+			return Refuse(http.StatusBadRequest, "assertion-sent", "the request carries an assertion header; only the supervisor writes it")
+		}
+	}
+	for _, v := range r.Header.Values("Connection") {
+		for _, tok := range strings.Split(v, ",") {
+			if IsAssertionName(textproto.TrimString(tok)) {
+				return Refuse(http.StatusBadRequest, "assertion-sent", "the request names an assertion header in Connection")
+			}
+		}
+	}
+	// net/http moves the names declared in "Trailer:" into r.Trailer.
+	for name := range r.Trailer {
+		if IsAssertionName(name) {
+			return Refuse(http.StatusBadRequest, "assertion-sent", "the request declares an assertion header as a trailer")
+		}
+	}
+	for _, v := range r.Header.Values("Trailer") {
+		for _, tok := range strings.Split(v, ",") {
+			if IsAssertionName(textproto.TrimString(tok)) {
+				return Refuse(http.StatusBadRequest, "assertion-sent", "the request declares an assertion header as a trailer")
+			}
+		}
+	}
+	return nil
+}
+
+// ScrubIdentity removes from h every header that S4 names, under any spelling.
+func ScrubIdentity(h http.Header) {
+	for name := range h {
+		if IsIdentityName(name) {
+			delete(h, name)
+		}
+	}
+}
+
+// HasHeaderFold reports whether h has a header whose folded name is FoldName(name).
+func HasHeaderFold(h http.Header, name string) bool {
+	f := FoldName(name)
+	for k := range h {
+		if FoldName(k) == f {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,240 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"mime"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/phase-console/fleet/proxy"
+	"tailscale.com/client/local"
+	"tailscale.com/client/tailscale/apitype"
+	"tailscale.com/ipn/ipnstate"
+	"tailscale.com/net/tsaddr"
+)
+
+// LocalAPI is the part of tailscaled's LocalAPI that the supervisor uses. *local.Client satisfies
+// it; tests and the tailnet harness pass their own.
+type LocalAPI interface {
+	WhoIs(ctx context.Context, addr string) (*apitype.WhoIsResponse, error)
+	StatusWithoutPeers(ctx context.Context) (*ipnstate.Status, error)
+}
+
+// whoIsTTL is how long a WhoIs answer for an address is reused (SPEC S5: "a few seconds").
+const whoIsTTL = 5 * time.Second
+
+// statusTTL is how long tailscaled's status (TUN mode, this node's names and addresses) is reused.
+const statusTTL = 30 * time.Second
+
+// maxWhoIsCache bounds the WhoIs cache; past it the cache starts over.
+const maxWhoIsCache = 4096
+
+// localAPITimeout bounds one LocalAPI call. WhoIs of an unknown ip:port takes ~360 ms in tailscaled.
+const localAPITimeout = 3 * time.Second
+
+// A verifier answers SPEC S5: is this request from a tailnet user, through Serve, and who?
+type verifier struct {
+	api           LocalAPI
+	tailscaledUID func() (uint32, error) // resolved lazily so a tailscaled started later is found
+	now           func() time.Time
+	apiHint       string // what to tell the operator when the LocalAPI does not answer
+
+	mu     sync.Mutex
+	whois  map[string]whoIsEntry
+	status *ipnstate.Status
+	statAt time.Time
+}
+
+type whoIsEntry struct {
+	resp    *apitype.WhoIsResponse
+	err     error // nil or local.ErrPeerNotFound: other errors are not cached
+	expires time.Time
+}
+
+// connFacts is what the supervisor knows of one accepted connection. S5a and S5b are facts of the
+// connection, so they are judged once (on its first request that needs them) and kept.
+type connFacts struct {
+	local, remote netip.AddrPort
+	peerUID       func() (uint32, error)
+	viaUnix       bool // a unix-socket listener: no netstack forward can reach it
+
+	once sync.Once
+	ref  *proxy.Refusal
+}
+
+type connFactsKey struct{}
+
+// connContext attaches connFacts to every accepted connection (http.Server.ConnContext).
+func connContext(ctx context.Context, c net.Conn) context.Context {
+	f := &connFacts{}
+	switch c := c.(type) {
+	case *net.TCPConn:
+		l, _ := netip.ParseAddrPort(c.LocalAddr().String())
+		r, _ := netip.ParseAddrPort(c.RemoteAddr().String())
+		f.local, f.remote = l, r
+		f.peerUID = func() (uint32, error) { return PeerUID(l, r) }
+	case *net.UnixConn:
+		f.viaUnix = true
+		f.peerUID = func() (uint32, error) { return UnixPeerUID(c) }
+	default:
+		f.peerUID = func() (uint32, error) { return 0, fmt.Errorf("unknown connection type %T", c) }
+	}
+	return context.WithValue(ctx, connFactsKey{}, f)
+}
+
+func unverified(detail string) *proxy.Refusal {
+	return proxy.Refuse(http.StatusUnauthorized, "unverified", detail)
+}
+
+// A caller is the verified identity behind a request.
+type caller struct {
+	login string
+	ip    netip.Addr
+}
+
+// verify judges r under SPEC S5 and returns the verified caller, or a refusal. Any error is a
+// refusal: nothing unverified is ever forwarded.
+func (v *verifier) verify(r *http.Request) (caller, *proxy.Refusal) {
+	ctx := r.Context()
+	facts, _ := ctx.Value(connFactsKey{}).(*connFacts)
+	if facts == nil {
+		return caller{}, unverified("the connection was not judged")
+	}
+	facts.once.Do(func() { facts.ref = v.judgeConn(ctx, facts) })
+	if facts.ref != nil {
+		return caller{}, facts.ref
+	}
+
+	// S5c: Funnel traffic is never a tailnet user.
+	if proxy.HasHeaderFold(r.Header, "Tailscale-Funnel-Request") {
+		return caller{}, proxy.Refuse(http.StatusForbidden, "funnel", "requests from the public internet (Funnel) are refused")
+	}
+	xff := r.Header.Values("X-Forwarded-For")
+	if len(xff) != 1 || strings.Contains(xff[0], ",") {
+		return caller{}, unverified("the request did not come through Tailscale Serve (want exactly one X-Forwarded-For)")
+	}
+	ip, err := netip.ParseAddr(strings.TrimSpace(xff[0]))
+	if err != nil || !tsaddr.IsTailscaleIP(ip.Unmap()) {
+		return caller{}, unverified("X-Forwarded-For is not a Tailscale address")
+	}
+	ip = ip.Unmap()
+	who, ref := v.whoIs(ctx, ip.String())
+	if ref != nil {
+		return caller{}, ref
+	}
+	if who.Node != nil && who.Node.IsTagged() {
+		return caller{}, proxy.Refuse(http.StatusForbidden, "tagged-node", "tagged nodes are not people; only a user's device is let in")
+	}
+	if who.Node == nil || who.UserProfile == nil || who.UserProfile.LoginName == "" {
+		return caller{}, unverified("tailscaled did not name a user for the caller")
+	}
+	login := who.UserProfile.LoginName
+	if strings.HasPrefix(strings.ToLower(login), "device:") {
+		return caller{}, unverified("a tailnet login never looks like a paired device")
+	}
+	// S5d: what Serve told us must agree with what WhoIs says.
+	if sent := r.Header.Values("Tailscale-User-Login"); len(sent) > 0 {
+		if len(sent) != 1 {
+			return caller{}, proxy.Refuse(http.StatusUnauthorized, "identity-mismatch", "more than one Tailscale-User-Login")
+		}
+		decoded, err := new(mime.WordDecoder).DecodeHeader(sent[0])
+		if err != nil || decoded != login {
+			return caller{}, proxy.Refuse(http.StatusUnauthorized, "identity-mismatch", "Tailscale-User-Login does not agree with tailscaled's WhoIs")
+		}
+	}
+	return caller{login: login, ip: ip}, nil
+}
+
+// judgeConn answers S5a and S5b for one connection.
+func (v *verifier) judgeConn(ctx context.Context, f *connFacts) *proxy.Refusal {
+	want, err := v.tailscaledUID()
+	if err != nil {
+		return unverified("cannot tell which user runs tailscaled: " + err.Error())
+	}
+	got, err := f.peerUID()
+	if err != nil {
+		return unverified("cannot tell who opened the connection: " + err.Error())
+	}
+	if got != want {
+		return unverified("the connection does not come from tailscaled")
+	}
+	if f.viaUnix {
+		return nil
+	}
+	st, ref := v.tailscaleStatus(ctx)
+	if ref != nil {
+		return ref
+	}
+	if st.TUN {
+		// A kernel TUN never forwards a peer straight to 127.0.0.1 (SPEC S5b).
+		return nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, localAPITimeout)
+	defer cancel()
+	_, err = v.api.WhoIs(wctx, f.remote.String())
+	switch {
+	case errors.Is(err, local.ErrPeerNotFound):
+		return nil
+	case err == nil:
+		return unverified("a tailnet peer reached this port directly, not through Tailscale Serve")
+	default:
+		return v.apiDown(err)
+	}
+}
+
+func (v *verifier) apiDown(err error) *proxy.Refusal {
+	return unverified(fmt.Sprintf("cannot reach tailscaled's LocalAPI (%v); %s", err, v.apiHint))
+}
+
+func (v *verifier) whoIs(ctx context.Context, addr string) (*apitype.WhoIsResponse, *proxy.Refusal) {
+	now := v.now()
+	v.mu.Lock()
+	e, ok := v.whois[addr]
+	v.mu.Unlock()
+	if !ok || now.After(e.expires) {
+		wctx, cancel := context.WithTimeout(ctx, localAPITimeout)
+		resp, err := v.api.WhoIs(wctx, addr)
+		cancel()
+		if err != nil && !errors.Is(err, local.ErrPeerNotFound) {
+			return nil, v.apiDown(err)
+		}
+		e = whoIsEntry{resp: resp, err: err, expires: now.Add(whoIsTTL)}
+		v.mu.Lock()
+		if len(v.whois) >= maxWhoIsCache {
+			v.whois = make(map[string]whoIsEntry)
+		}
+		v.whois[addr] = e
+		v.mu.Unlock()
+	}
+	if e.err != nil || e.resp == nil {
+		return nil, unverified("tailscaled does not know the caller's address")
+	}
+	return e.resp, nil
+}
+
+// tailscaleStatus returns tailscaled's status, cached for statusTTL.
+func (v *verifier) tailscaleStatus(ctx context.Context) (*ipnstate.Status, *proxy.Refusal) {
+	now := v.now()
+	v.mu.Lock()
+	st, at := v.status, v.statAt
+	v.mu.Unlock()
+	if st != nil && now.Sub(at) < statusTTL {
+		return st, nil
+	}
+	sctx, cancel := context.WithTimeout(ctx, localAPITimeout)
+	defer cancel()
+	st, err := v.api.StatusWithoutPeers(sctx)
+	if err != nil {
+		return nil, v.apiDown(err)
+	}
+	v.mu.Lock()
+	v.status, v.statAt = st, now
+	v.mu.Unlock()
+	return st, nil
+}

@@ -1,0 +1,45 @@
+package supervisor
+
+import (
+	"html/template"
+	"net/http"
+	"strings"
+
+	"github.com/phase-console/fleet/proxy"
+)
+
+var indexPage = template.Must(template.New("index").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>fleet</title>
+<style>body{font:16px system-ui,sans-serif;margin:2rem auto;max-width:40rem;padding:0 1rem}
+li{margin:.5rem 0}.down{color:#a00}.up{color:#070}small{color:#666}</style></head>
+<body><h1>fleet</h1><p>Signed in as <b>{{.Login}}</b>.</p>
+{{if .Consoles}}<ul>{{range .Consoles}}<li><a href="{{.URL}}">{{if .Name}}{{.Name}}{{else}}{{.ID}}{{end}}</a>
+<small>{{.ID}}</small> {{if .Up}}<span class="up">up</span>{{else}}<span class="down">down</span>{{end}}</li>
+{{end}}</ul>{{else}}<p>No console is registered on this machine yet.</p>{{end}}
+</body></html>
+`))
+
+// serveIndex is "/" for a verified caller: the consoles, their health and links.
+func (s *Server) serveIndex(w http.ResponseWriter, r *http.Request) {
+	who, ref := s.verifier.verify(r)
+	if ref != nil {
+		proxy.WriteRefusal(w, r, s.log, ref)
+		return
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		proxy.WriteRefusal(w, r, s.log, proxy.Refuse(http.StatusMethodNotAllowed, "method", "only GET here"))
+		return
+	}
+	consoles := s.registry.List()
+	if strings.Contains(r.Header.Get("Accept"), "application/json") {
+		for i := range consoles {
+			consoles[i].Addr = "" // callers need the link, not the loopback port
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"login": who.login, "consoles": consoles})
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	indexPage.Execute(w, map[string]any{"Login": who.login, "Consoles": consoles})
+}

@@ -1,0 +1,349 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/phase-console/fleet/internal/state"
+	"github.com/phase-console/fleet/proxy"
+	"tailscale.com/client/local"
+	"tailscale.com/paths"
+)
+
+// DefaultPort is the loopback door's port (SPEC S1).
+const DefaultPort = 7420
+
+// Timeouts and limits of the loopback door (SPEC S9), set on purpose: headers must arrive quickly,
+// idle connections go away, but a streaming response (SSE, WebSocket) may last as long as it
+// lasts, so there is no read or write timeout on the whole request.
+const (
+	ReadHeaderTimeout = 10 * time.Second
+	IdleTimeout       = 2 * time.Minute
+	MaxHeaderBytes    = 64 << 10 // larger request headers are 431
+	probeInterval     = 5 * time.Second
+	probeTimeout      = time.Second
+)
+
+// Config is what a Server needs. The zero value of every field but StateHome has a useful default.
+type Config struct {
+	StateHome string // <stateHome>; the supervisor's files are in <stateHome>/fleet
+
+	// LocalAPI is tailscaled's LocalAPI. Nil: a local.Client on TailscaleSocket.
+	LocalAPI        LocalAPI
+	TailscaleSocket string // default: tailscaled's usual socket for this OS
+
+	// TailscaledUID is the uid that owns tailscaled's backend connections (SPEC S5a). Negative:
+	// the owner of TailscaleSocket, looked up when first needed.
+	TailscaledUID int
+
+	Logger *slog.Logger     // default: JSON on stderr
+	Now    func() time.Time // default: time.Now
+}
+
+// A Server is the loopback door. It is an http.Handler; Serve runs it on a listener with the
+// door's timeouts.
+type Server struct {
+	cfg      Config
+	log      *slog.Logger
+	fleetDir string
+	token    *state.Token
+	registry *Registry
+	verifier *verifier
+	hop      *proxy.Hop
+	stop     chan struct{}
+	httpSrv  *http.Server
+}
+
+// New prepares the supervisor's folder (F1: created 0700; refused when too open), its token
+// (created on first start) and its registry. It listens on nothing yet.
+func New(cfg Config) (*Server, error) {
+	if cfg.StateHome == "" {
+		return nil, errors.New("supervisor: no state folder")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.TailscaleSocket == "" {
+		cfg.TailscaleSocket = paths.DefaultTailscaledSocket()
+	}
+	if cfg.LocalAPI == nil {
+		cfg.LocalAPI = &local.Client{Socket: cfg.TailscaleSocket, UseSocketOnly: true}
+	}
+	fleetDir := state.FleetDir(cfg.StateHome)
+	if err := state.EnsureDir(cfg.StateHome); err != nil {
+		return nil, err
+	}
+	if _, err := state.LoadOrCreateToken(fleetDir); err != nil {
+		return nil, err
+	}
+	reg, err := LoadRegistry(filepath.Join(fleetDir, state.RegistryFile), cfg.Now)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{
+		cfg:      cfg,
+		log:      cfg.Logger,
+		fleetDir: fleetDir,
+		token:    state.NewTokenFollower(filepath.Join(fleetDir, state.TokenFile), cfg.Now),
+		registry: reg,
+		stop:     make(chan struct{}),
+	}
+	if _, err := s.token.Current(); err != nil {
+		return nil, err
+	}
+	s.verifier = &verifier{
+		api:           cfg.LocalAPI,
+		tailscaledUID: s.tailscaledUID,
+		now:           cfg.Now,
+		apiHint:       fmt.Sprintf("is tailscaled running? Check with 'tailscale status' (socket %s, --tailscale-socket)", cfg.TailscaleSocket),
+		whois:         map[string]whoIsEntry{},
+	}
+	s.hop = proxy.NewHop(cfg.Logger, reg.markDown)
+	return s, nil
+}
+
+// Registry is the server's console registry.
+func (s *Server) Registry() *Registry { return s.registry }
+
+func (s *Server) tailscaledUID() (uint32, error) {
+	if s.cfg.TailscaledUID >= 0 {
+		return uint32(s.cfg.TailscaledUID), nil
+	}
+	st, err := os.Stat(s.cfg.TailscaleSocket)
+	if err != nil {
+		return 0, fmt.Errorf("tailscaled's socket %s: %v (pass --tailscaled-uid or --tailscale-socket)", s.cfg.TailscaleSocket, errors.Unwrap(err))
+	}
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, errors.New("cannot read the owner of tailscaled's socket; pass --tailscaled-uid")
+	}
+	return sys.Uid, nil
+}
+
+// Serve serves the door on ln until Close. It also follows the token file and probes consoles.
+func (s *Server) Serve(ln net.Listener) error {
+	srv := s.httpServer()
+	return srv.Serve(ln)
+}
+
+func (s *Server) httpServer() *http.Server {
+	if s.httpSrv == nil {
+		s.httpSrv = &http.Server{
+			Handler:           s,
+			ReadHeaderTimeout: ReadHeaderTimeout,
+			IdleTimeout:       IdleTimeout,
+			MaxHeaderBytes:    MaxHeaderBytes,
+			ConnContext:       connContext,
+			ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		}
+		go s.token.Watch(s.stop, time.Second, func(err error) {
+			s.log.Error("fleet.token-unusable", "error", err.Error())
+		})
+		go s.probeLoop()
+	}
+	return s.httpSrv
+}
+
+// ListenAndServe listens on 127.0.0.1:port (SPEC S1: nothing wider, ever), writes
+// supervisor.addr once listening, and serves until ctx is done.
+func (s *Server) ListenAndServe(ctx context.Context, port int) error {
+	ln, err := net.Listen("tcp4", netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), uint16(port)).String())
+	if err != nil {
+		return err
+	}
+	addrFile := filepath.Join(s.fleetDir, state.AddrFile)
+	if err := state.WriteFileAtomic(addrFile, []byte(ln.Addr().String()+"\n")); err != nil {
+		ln.Close()
+		return err
+	}
+	s.log.Info("fleet.listening", "addr", ln.Addr().String(), "state", s.cfg.StateHome)
+	errc := make(chan error, 1)
+	go func() { errc <- s.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+		s.Close()
+		<-errc
+		return nil
+	}
+}
+
+// Close stops the server and its background work.
+func (s *Server) Close() error {
+	select {
+	case <-s.stop:
+	default:
+		close(s.stop)
+	}
+	if s.httpSrv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if err := s.httpSrv.Shutdown(ctx); err != nil {
+			return s.httpSrv.Close()
+		}
+	}
+	return nil
+}
+
+func (s *Server) probeLoop() {
+	t := time.NewTicker(probeInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			s.registry.Probe(context.Background(), probeTimeout)
+		}
+	}
+}
+
+// ServeHTTP judges every request in the spec's order and answers or forwards it.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	refuse := func(ref *proxy.Refusal) { proxy.WriteRefusal(w, r, s.log, ref) }
+
+	if ref := s.admitHost(r); ref != nil { // S10
+		refuse(ref)
+		return
+	}
+	if ref := proxy.CheckNoAssertion(r); ref != nil { // S3
+		refuse(ref)
+		return
+	}
+	if ref := proxy.CheckUpgrade(r); ref != nil { // S9
+		refuse(ref)
+		return
+	}
+	if ref := proxy.CheckOrigin(r, proxy.RequestProto(r, throughServe(r))); ref != nil { // S12
+		refuse(ref)
+		return
+	}
+	rawPath, _, _ := strings.Cut(r.RequestURI, "?")
+	switch {
+	case strings.HasPrefix(rawPath, "/fleet/"):
+		s.serveAPI(w, r, rawPath)
+	case proxy.IsConsolePath(r.RequestURI):
+		s.serveConsole(w, r)
+	case rawPath == "/":
+		s.serveIndex(w, r)
+	default:
+		refuse(proxy.Refuse(http.StatusNotFound, "not-found", "no such page"))
+	}
+}
+
+// serveConsole is /c/<id>/…: judge the path (S7), verify the caller (S5), find the console, hop.
+func (s *Server) serveConsole(w http.ResponseWriter, r *http.Request) {
+	refuse := func(ref *proxy.Refusal) { proxy.WriteRefusal(w, r, s.log, ref) }
+	route, ref := proxy.JudgePath(r.RequestURI)
+	if ref != nil {
+		if ref.Status == http.StatusPermanentRedirect {
+			http.Redirect(w, r, ref.Detail, http.StatusPermanentRedirect)
+			return
+		}
+		refuse(ref)
+		return
+	}
+	who, ref := s.verifier.verify(r)
+	if ref != nil {
+		refuse(ref)
+		return
+	}
+	c, ok := s.registry.Get(route.ID)
+	if !ok {
+		refuse(proxy.Refuse(http.StatusNotFound, "unknown-console", "no console is registered with that id"))
+		return
+	}
+	tok, err := s.token.Current()
+	if err != nil {
+		refuse(proxy.Refuse(http.StatusServiceUnavailable, "no-token", "the fleet token file is unusable; see the supervisor's log"))
+		return
+	}
+	s.hop.Forward(w, r, &proxy.Target{
+		ConsoleID: route.ID,
+		Addr:      c.Addr,
+		Path:      route.Path,
+		Login:     who.login,
+		Token:     tok,
+		ClientIP:  who.ip.String(),
+		Host:      r.Host,
+		Proto:     proxy.RequestProto(r, true),
+	})
+}
+
+// throughServe reports whether a request looks like it came through Tailscale Serve: it carries
+// X-Forwarded-For or any Tailscale-* header (SPEC S8).
+func throughServe(r *http.Request) bool {
+	for name := range r.Header {
+		f := proxy.FoldName(name)
+		if strings.HasPrefix(f, "tailscale-") || strings.HasPrefix(f, "x-forwarded-") || f == "forwarded" || f == "x-real-ip" {
+			return true
+		}
+	}
+	return false
+}
+
+// admitHost is S10: Host must be a loopback name, or this machine's Tailscale name or address.
+func (s *Server) admitHost(r *http.Request) *proxy.Refusal {
+	host := hostOnly(r.Host)
+	if host == "" {
+		return proxy.Refuse(http.StatusMisdirectedRequest, "host", "the request names no host")
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip, err := netip.ParseAddr(host); err == nil && ip.Unmap().IsLoopback() && ip.Zone() == "" {
+		return nil
+	}
+	st, ref := s.verifier.tailscaleStatus(r.Context())
+	if ref != nil {
+		return ref
+	}
+	if st.Self != nil {
+		fqdn := strings.ToLower(strings.TrimSuffix(st.Self.DNSName, "."))
+		short, _, _ := strings.Cut(fqdn, ".")
+		if fqdn != "" && (host == fqdn || host == short) {
+			return nil
+		}
+	}
+	if ip, err := netip.ParseAddr(host); err == nil {
+		for _, mine := range st.TailscaleIPs {
+			if mine == ip.Unmap() {
+				return nil
+			}
+		}
+	}
+	return proxy.Refuse(http.StatusMisdirectedRequest, "host", "this door answers only to loopback names and this machine's Tailscale name")
+}
+
+// hostOnly returns the host part of a Host header, lower-cased, without port, brackets or a
+// trailing dot. It returns "" for anything it cannot read.
+func hostOnly(h string) string {
+	h = strings.ToLower(h)
+	if strings.HasPrefix(h, "[") {
+		end := strings.IndexByte(h, ']')
+		if end < 0 || (end+1 < len(h) && h[end+1] != ':') {
+			return ""
+		}
+		return h[1:end]
+	}
+	if host, _, err := net.SplitHostPort(h); err == nil {
+		h = host
+	} else if strings.Contains(h, ":") {
+		return ""
+	}
+	return strings.TrimSuffix(h, ".")
+}
