@@ -1,0 +1,220 @@
+package supervisor
+
+// Who is at the other end of a connection (SPEC S5a).
+//
+// The supervisor only ever listens on loopback, so the client of every connection is a socket on
+// this machine, in this network namespace, and the kernel knows which uid owns it:
+//
+//   - PeerUID answers for a loopback TCP connection. On Linux it reads /proc/net/tcp and
+//     /proc/net/tcp6 and finds the one socket whose local address is the connection's remote
+//     address and whose remote address is the connection's local address: the peer's end.
+//   - UnixPeerUID answers for a unix-socket connection, from SO_PEERCRED.
+//
+// Guarantee: both fail closed. Any doubt is an error and never a uid: a server address that is
+// not loopback, no matching socket, two matching sockets with different uids, a socket that no
+// process owns any more (TIME_WAIT, orphaned: inode 0, and the kernel prints uid 0 for those), an
+// unreadable proc file, the invalid uid 4294967295, or a platform without an implementation
+// (ErrPeerUIDUnsupported). A caller that gets an error must refuse the connection.
+//
+// The answer is a fact of the connection: judge it once, right after Accept, and keep it with
+// the connection (S5). A uid is only as good as the moment it was read: if the peer closes and a
+// new socket reuses the same address pair, the new owner is what a later lookup sees.
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net/netip"
+	"strconv"
+)
+
+var (
+	// ErrPeerUIDUnsupported is returned where the peer's uid cannot be learned on this
+	// platform. The caller must fail closed.
+	ErrPeerUIDUnsupported = errors.New("supervisor: peer uid lookup is not supported on this platform")
+
+	// ErrPeerUIDNotFound is returned when no live socket is the peer of the connection.
+	ErrPeerUIDNotFound = errors.New("supervisor: peer socket not found")
+
+	// ErrPeerUIDAmbiguous is returned when sockets owned by different uids match the
+	// connection's addresses.
+	ErrPeerUIDAmbiguous = errors.New("supervisor: peer socket is ambiguous")
+)
+
+// procNetFiles are the tables PeerUID searches on Linux; tests point it at samples.
+var procNetFiles = []string{"/proc/net/tcp", "/proc/net/tcp6"}
+
+// procNetInvalidUID is (uid_t)-1: "no uid". It is never a valid answer.
+const procNetInvalidUID = 1<<32 - 1
+
+// procNetMaxLine bounds a line of /proc/net/tcp{,6}; a real one is under 200 bytes. Longer
+// lines are skipped.
+const procNetMaxLine = 4096
+
+// procNetNormalize puts an address in the form /proc/net/tcp{,6} compare against: IPv4-mapped
+// IPv6 unmapped to IPv4 (a v4 connection on a dual-stack socket is listed in tcp6 as
+// ::ffff:a.b.c.d, its v4 peer in tcp as a.b.c.d), and no zone (the proc files carry none).
+func procNetNormalize(ap netip.AddrPort) netip.AddrPort {
+	return netip.AddrPortFrom(ap.Addr().Unmap().WithZone(""), ap.Port())
+}
+
+// parseProcNetTCP reads a file in the format of Linux's /proc/net/tcp or /proc/net/tcp6 and
+// returns the uid owning the socket whose local_address is remote and whose rem_address is
+// local (the peer's end of a connection that the server sees as local <-> remote).
+//
+// Only live, owned sockets count: state ESTABLISHED, FIN_WAIT1, FIN_WAIT2, CLOSE_WAIT,
+// LAST_ACK or CLOSING, with a nonzero inode (TIME_WAIT and FIN_WAIT2 timewait entries and
+// orphans show inode 0 and a made-up uid 0). Malformed lines, the header, and lines of either
+// family are handled alike: what does not parse exactly is skipped. found is false when nothing
+// matched; err is ErrPeerUIDAmbiguous when entries with different uids matched, or a read error.
+func parseProcNetTCP(r io.Reader, local, remote netip.AddrPort) (uid uint32, found bool, err error) {
+	local, remote = procNetNormalize(local), procNetNormalize(remote)
+	br := bufio.NewReaderSize(r, procNetMaxLine)
+	for {
+		line, rerr := procNetReadLine(br)
+		if line != nil {
+			if e, ok := procNetParseLine(line); ok && e.local == remote && e.remote == local {
+				if found && e.uid != uid {
+					return 0, false, ErrPeerUIDAmbiguous
+				}
+				uid, found = e.uid, true
+			}
+		}
+		if rerr == io.EOF {
+			return uid, found, nil
+		}
+		if rerr != nil {
+			return 0, false, rerr
+		}
+	}
+}
+
+// procNetReadLine returns the next line without its newline, or nil for a line longer than
+// procNetMaxLine (which it consumes). The error is io.EOF after the last line.
+func procNetReadLine(br *bufio.Reader) ([]byte, error) {
+	line, err := br.ReadSlice('\n')
+	if err == bufio.ErrBufferFull {
+		for err == bufio.ErrBufferFull {
+			_, err = br.ReadSlice('\n')
+		}
+		if err == nil {
+			return nil, nil
+		}
+		return nil, err
+	}
+	return bytes.TrimSuffix(line, []byte("\n")), err
+}
+
+// procNetEntry is one parsed line of /proc/net/tcp{,6}.
+type procNetEntry struct {
+	local, remote netip.AddrPort // normalized with procNetNormalize
+	uid           uint32
+}
+
+// procNetLiveStates are the TCP states (include/net/tcp_states.h) in which a socket can be the
+// peer of an accepted connection.
+var procNetLiveStates = map[string]bool{
+	"01": true, // ESTABLISHED
+	"04": true, // FIN_WAIT1
+	"05": true, // FIN_WAIT2
+	"08": true, // CLOSE_WAIT
+	"09": true, // LAST_ACK
+	"0B": true, // CLOSING
+}
+
+// procNetParseLine parses one line such as
+//
+//	0: 0100007F:1CF4 0100007F:D2A6 01 00000000:00000000 00:00000000 00000000  1000        0 41873 1 0000000000000000 20 4 30 10 -1
+//
+// (sl, local_address, rem_address, st, tx_queue:rx_queue, tr:tm->when, retrnsmt, uid, timeout,
+// inode, ...). ok is false for anything that is not exactly such a line of a live, owned socket.
+func procNetParseLine(line []byte) (e procNetEntry, ok bool) {
+	f := bytes.Fields(line)
+	if len(f) < 10 {
+		return e, false
+	}
+	sl := f[0]
+	if len(sl) < 2 || sl[len(sl)-1] != ':' {
+		return e, false
+	}
+	if _, err := strconv.ParseUint(string(sl[:len(sl)-1]), 10, 32); err != nil {
+		return e, false
+	}
+	local, ok1 := procNetParseAddrPort(f[1])
+	remote, ok2 := procNetParseAddrPort(f[2])
+	if !ok1 || !ok2 || len(f[1]) != len(f[2]) {
+		return e, false
+	}
+	if !procNetLiveStates[string(bytes.ToUpper(f[3]))] {
+		return e, false
+	}
+	uid, err := strconv.ParseUint(string(f[7]), 10, 32)
+	if err != nil || uid == procNetInvalidUID {
+		return e, false
+	}
+	inode, err := strconv.ParseUint(string(f[9]), 10, 64)
+	if err != nil || inode == 0 {
+		return e, false
+	}
+	return procNetEntry{local: local, remote: remote, uid: uint32(uid)}, true
+}
+
+// procNetParseAddrPort parses "0100007F:1CF4" (IPv4: one 32-bit word) or
+// "00000000000000000000000001000000:1CF4" (IPv6: four words). Each word is printed in host byte
+// order; the port is the plain number in hex.
+func procNetParseAddrPort(s []byte) (netip.AddrPort, bool) {
+	i := bytes.IndexByte(s, ':')
+	if i < 0 || len(s)-i-1 != 4 {
+		return netip.AddrPort{}, false
+	}
+	hexAddr, hexPort := s[:i], s[i+1:]
+	port, ok := procNetHexUint32(hexPort)
+	if !ok {
+		return netip.AddrPort{}, false
+	}
+	var b [16]byte
+	switch len(hexAddr) {
+	case 8, 32:
+	default:
+		return netip.AddrPort{}, false
+	}
+	for w := 0; w < len(hexAddr)/8; w++ {
+		v, ok := procNetHexUint32(hexAddr[8*w : 8*w+8])
+		if !ok {
+			return netip.AddrPort{}, false
+		}
+		binary.NativeEndian.PutUint32(b[4*w:], v)
+	}
+	var addr netip.Addr
+	if len(hexAddr) == 8 {
+		addr = netip.AddrFrom4([4]byte(b[:4]))
+	} else {
+		addr = netip.AddrFrom16(b)
+	}
+	return procNetNormalize(netip.AddrPortFrom(addr, uint16(port))), true
+}
+
+// procNetHexUint32 parses 1 to 8 hex digits, nothing else (no sign, prefix or underscore).
+func procNetHexUint32(s []byte) (uint32, bool) {
+	if len(s) == 0 || len(s) > 8 {
+		return 0, false
+	}
+	var v uint32
+	for _, c := range s {
+		var d byte
+		switch {
+		case '0' <= c && c <= '9':
+			d = c - '0'
+		case 'a' <= c && c <= 'f':
+			d = c - 'a' + 10
+		case 'A' <= c && c <= 'F':
+			d = c - 'A' + 10
+		default:
+			return 0, false
+		}
+		v = v<<4 | uint32(d)
+	}
+	return v, true
+}

@@ -1,0 +1,24 @@
+//go:build !linux
+
+package supervisor
+
+import (
+	"net"
+	"net/netip"
+)
+
+// PeerUID returns the uid that owns the socket at the other end of a loopback TCP connection
+// whose local address is local and remote address is remote (as seen by the server).
+//
+// On this platform it always fails with ErrPeerUIDUnsupported, so the caller fails closed.
+func PeerUID(local, remote netip.AddrPort) (uint32, error) {
+	return 0, ErrPeerUIDUnsupported
+}
+
+// UnixPeerUID returns the uid of the process at the other end of a unix-socket connection
+// (SO_PEERCRED).
+//
+// On this platform it always fails with ErrPeerUIDUnsupported, so the caller fails closed.
+func UnixPeerUID(c *net.UnixConn) (uint32, error) {
+	return 0, ErrPeerUIDUnsupported
+}
