@@ -1,0 +1,429 @@
+package supervisor
+
+// The test harness: a real supervisor on a real 127.0.0.1 listener, a fake tailscaled LocalAPI
+// served over a unix socket (so the real tailscale.com/client/local code runs), echo consoles that
+// record what reached them, and raw requests written as bytes over net.Dial.
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/phase-console/fleet/internal/state"
+	"tailscale.com/client/local"
+	"tailscale.com/client/tailscale/apitype"
+	"tailscale.com/ipn/ipnstate"
+	"tailscale.com/tailcfg"
+)
+
+const (
+	tsName   = "sup.tail1234.ts.net"
+	aliceIP  = "100.101.102.103"
+	alice    = "alice@example.com"
+	bobIP    = "fd7a:115c:a1e0::b0b"
+	bob      = "bob@example.com"
+	taggedIP = "100.101.102.104"
+	jurgenIP = "100.101.102.105"
+	jurgen   = "jürgen@example.com"
+	selfIP   = "100.101.102.1"
+)
+
+// fakeTailnet is tailscaled's LocalAPI as far as the supervisor asks it.
+type fakeTailnet struct {
+	mu       sync.Mutex
+	peers    map[string]fakePeer // by bare IP
+	direct   func(addr string) bool
+	tun      bool
+	down     bool
+	whoisLog []string
+}
+
+type fakePeer struct {
+	login  string
+	tagged bool
+}
+
+func newFakeTailnet() *fakeTailnet {
+	return &fakeTailnet{peers: map[string]fakePeer{
+		aliceIP:  {login: alice},
+		bobIP:    {login: bob},
+		jurgenIP: {login: jurgen},
+		taggedIP: {login: "tagged-devices", tagged: true},
+	}}
+}
+
+func (f *fakeTailnet) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.down {
+		http.Error(w, "tailscaled is down", http.StatusServiceUnavailable)
+		return
+	}
+	switch r.URL.Path {
+	case "/localapi/v0/whois":
+		addr := r.URL.Query().Get("addr")
+		f.whoisLog = append(f.whoisLog, addr)
+		if _, err := netip.ParseAddrPort(addr); err == nil {
+			// An ip:port: a connection tailscaled itself forwarded (S5b), or not known.
+			if f.direct != nil && f.direct(addr) {
+				json.NewEncoder(w).Encode(&apitype.WhoIsResponse{
+					Node:        &tailcfg.Node{ID: 9, Name: "direct."},
+					UserProfile: &tailcfg.UserProfile{LoginName: alice},
+				})
+				return
+			}
+			http.Error(w, "no match for IP:port", http.StatusNotFound)
+			return
+		}
+		p, ok := f.peers[addr]
+		if !ok {
+			http.Error(w, "no match for IP:port", http.StatusNotFound)
+			return
+		}
+		n := &tailcfg.Node{ID: 1, Name: "peer."}
+		if p.tagged {
+			n.Tags = []string{"tag:ci"}
+		}
+		json.NewEncoder(w).Encode(&apitype.WhoIsResponse{Node: n, UserProfile: &tailcfg.UserProfile{LoginName: p.login}})
+	case "/localapi/v0/status":
+		json.NewEncoder(w).Encode(&ipnstate.Status{
+			Version:      "1.102.5",
+			TUN:          f.tun,
+			BackendState: "Running",
+			TailscaleIPs: []netip.Addr{netip.MustParseAddr(selfIP)},
+			Self:         &ipnstate.PeerStatus{DNSName: tsName + ".", HostName: "sup"},
+		})
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+func (f *fakeTailnet) set(fn func(f *fakeTailnet)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fn(f)
+}
+
+// serveFakeLocalAPI serves f on a unix socket and returns a real LocalAPI client for it.
+func serveFakeLocalAPI(t testing.TB, f *fakeTailnet) *local.Client {
+	dir, err := os.MkdirTemp("", "fleet-lapi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "tailscaled.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: f}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return &local.Client{Socket: sock, UseSocketOnly: true}
+}
+
+// seen is one request as a console received it.
+type seen struct {
+	Method     string
+	RequestURI string
+	Path       string
+	Host       string
+	Header     http.Header
+	Trailer    http.Header
+	Body       string
+}
+
+// echoConsole records every request that reaches it.
+type echoConsole struct {
+	t    testing.TB
+	ln   net.Listener
+	srv  *http.Server
+	mu   sync.Mutex
+	reqs []seen
+}
+
+func newEchoConsole(t testing.TB) *echoConsole {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &echoConsole{t: t, ln: ln}
+	e.srv = &http.Server{Handler: http.HandlerFunc(e.serve)}
+	go e.srv.Serve(ln)
+	t.Cleanup(func() { e.srv.Close() })
+	return e
+}
+
+func (e *echoConsole) addr() string { return e.ln.Addr().String() }
+
+func (e *echoConsole) serve(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	s := seen{Method: r.Method, RequestURI: r.RequestURI, Path: r.URL.Path, Host: r.Host,
+		Header: r.Header.Clone(), Trailer: r.Trailer.Clone(), Body: string(body)}
+	e.mu.Lock()
+	e.reqs = append(e.reqs, s)
+	e.mu.Unlock()
+	switch {
+	case r.URL.Path == "/sse":
+		w.Header().Set("Content-Type", "text/event-stream")
+		for i := 0; i < 3; i++ {
+			fmt.Fprintf(w, "data: tick %d\n\n", i)
+			w.(http.Flusher).Flush()
+			<-time.After(20 * time.Millisecond)
+		}
+	case strings.EqualFold(r.Header.Get("Upgrade"), "websocket"):
+		conn, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+		brw.Flush()
+		line, _ := brw.ReadString('\n')
+		brw.WriteString("echo:" + line)
+		brw.Flush()
+	default:
+		w.Header().Set("Content-Type", "text/plain")
+		fmt.Fprintf(w, "echo %s", r.URL.Path)
+	}
+}
+
+func (e *echoConsole) last() (seen, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.reqs) == 0 {
+		return seen{}, false
+	}
+	return e.reqs[len(e.reqs)-1], true
+}
+
+func (e *echoConsole) count() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.reqs)
+}
+
+// syncBuffer is a log sink that tests read while the server writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// logLines returns the JSON log lines whose msg is event.
+func (s *syncBuffer) lines(event string) []map[string]any {
+	var out []map[string]any
+	for _, l := range strings.Split(s.String(), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(l), &m) == nil && m["msg"] == event {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// door is a running supervisor with its fake tailnet and consoles.
+type door struct {
+	t       testing.TB
+	srv     *Server
+	addr    string // 127.0.0.1:port
+	home    string
+	tailnet *fakeTailnet
+	alpha   *echoConsole
+	logs    *syncBuffer
+	token   string
+}
+
+type doorOption func(*Config)
+
+func startDoor(t testing.TB, opts ...doorOption) *door {
+	t.Helper()
+	home := filepath.Join(t.TempDir(), "state")
+	return startDoorAt(t, home, newFakeTailnet(), opts...)
+}
+
+func startDoorAt(t testing.TB, home string, tn *fakeTailnet, opts ...doorOption) *door {
+	t.Helper()
+	logs := &syncBuffer{}
+	cfg := Config{
+		StateHome:     home,
+		LocalAPI:      serveFakeLocalAPI(t, tn),
+		TailscaledUID: os.Getuid(),
+		Logger:        slog.New(slog.NewJSONHandler(logs, nil)),
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	srv, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	tok, err := state.ReadToken(filepath.Join(state.FleetDir(home), state.TokenFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &door{t: t, srv: srv, addr: ln.Addr().String(), home: home, tailnet: tn, logs: logs, token: tok}
+	d.alpha = newEchoConsole(t)
+	if _, err := srv.Registry().Put(Console{ID: "alpha", Addr: d.alpha.addr(), Name: "Alpha"}); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// response is one parsed answer to a raw request.
+type response struct {
+	status int
+	reason string // X-Fleet-Reason
+	header http.Header
+	body   string
+}
+
+// raw writes req (CRLF line ends may be written as \n; they are converted) to a new connection and
+// reads one response.
+func (d *door) raw(req string) response {
+	d.t.Helper()
+	rs := d.rawMany(req, 1)
+	return rs[0]
+}
+
+// rawMany writes req (possibly several pipelined requests) and reads n responses.
+func (d *door) rawMany(req string, n int) []response {
+	d.t.Helper()
+	conn, err := net.Dial("tcp", d.addr)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(conn, crlf(req)); err != nil {
+		d.t.Fatal(err)
+	}
+	br := bufio.NewReader(conn)
+	var out []response
+	for i := 0; i < n; i++ {
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			d.t.Fatalf("reading response %d: %v", i+1, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		out = append(out, response{status: resp.StatusCode, reason: resp.Header.Get("X-Fleet-Reason"), header: resp.Header, body: string(body)})
+	}
+	return out
+}
+
+// crlf turns "\n" line ends into "\r\n" (leaving existing "\r\n" alone).
+func crlf(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "\r\n", "\n"), "\n", "\r\n")
+}
+
+// serveReq is a request as Tailscale Serve sends it for alice, with extra header lines.
+func serveReq(method, path string, extra ...string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s HTTP/1.1\nHost: %s\nX-Forwarded-For: %s\nX-Forwarded-Host: %s\nX-Forwarded-Proto: https\nTailscale-User-Login: %s\n",
+		method, path, tsName, aliceIP, tsName, alice)
+	for _, e := range extra {
+		b.WriteString(e + "\n")
+	}
+	b.WriteString("\n")
+	return b.String()
+}
+
+// hasFolded reports whether h holds a header whose folded name is that of name.
+func hasFolded(h http.Header, name string) bool {
+	f := foldForTest(name)
+	for k := range h {
+		if foldForTest(k) == f {
+			return true
+		}
+	}
+	return false
+}
+
+// foldedValues returns the values of every header in h whose folded name is that of name.
+func foldedValues(h http.Header, name string) []string {
+	var out []string
+	f := foldForTest(name)
+	for k, v := range h {
+		if foldForTest(k) == f {
+			out = append(out, v...)
+		}
+	}
+	return out
+}
+
+func foldForTest(s string) string {
+	b := []byte(strings.ToLower(s))
+	for i, c := range b {
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9') {
+			b[i] = '-'
+		}
+	}
+	return string(b)
+}
+
+// wantRefused checks a refusal: status, reason, one fleet.rejected log line with that reason, and
+// that the console saw nothing new.
+func (d *door) wantRefused(t *testing.T, r response, before int, status int, reason string) {
+	t.Helper()
+	if r.status != status || r.reason != reason {
+		t.Errorf("got %d %q, want %d %q (body %q)", r.status, r.reason, status, reason, r.body)
+	}
+	if n := d.alpha.count(); n != before {
+		t.Errorf("the console saw %d new request(s); a refused request must never be forwarded", n-before)
+	}
+}
+
+// wantForwarded checks that the request reached alpha as login with path, and returns what it saw.
+func (d *door) wantForwarded(t *testing.T, r response, before int, login, path string) seen {
+	t.Helper()
+	if r.status != http.StatusOK {
+		t.Fatalf("got %d %q (%q), want 200", r.status, r.reason, r.body)
+	}
+	if n := d.alpha.count(); n != before+1 {
+		t.Fatalf("the console saw %d new requests, want 1", n-before)
+	}
+	s, _ := d.alpha.last()
+	if got := s.Header.Values("X-Phase-Console-Fleet-Login"); len(got) != 1 || got[0] != login {
+		t.Errorf("console saw login %q, want %q", got, login)
+	}
+	if got := s.Header.Values("X-Phase-Console-Fleet"); len(got) != 1 || got[0] != d.token {
+		t.Errorf("console saw %d fleet token header(s), or not the token", len(got))
+	}
+	if s.Path != path {
+		t.Errorf("console saw path %q, want %q", s.Path, path)
+	}
+	if s.Host != d.alpha.addr() {
+		t.Errorf("console saw Host %q, want its own address %q", s.Host, d.alpha.addr())
+	}
+	return s
+}

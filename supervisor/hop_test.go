@@ -1,0 +1,157 @@
+package supervisor
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// TestAssertionHeadersRefused_S3: every spelling of either assertion header is refused before
+// anything is forwarded.
+func TestAssertionHeadersRefused_S3(t *testing.T) {
+	d := startDoor(t)
+	rows := []struct {
+		name  string
+		extra []string
+	}{
+		{"S3 canonical", []string{"X-Phase-Console-Fleet: x"}},
+		{"S3 login header", []string{"X-Phase-Console-Fleet-Login: alice@example.com"}},
+		{"S3 empty value", []string{"X-Phase-Console-Fleet:"}},
+		{"S3 lower case", []string{"x-phase-console-fleet: x"}},
+		{"S3 upper case", []string{"X-PHASE-CONSOLE-FLEET-LOGIN: x"}},
+		{"S3 underscores", []string{"X_Phase_Console_Fleet: x"}},
+		{"S3 underscores login", []string{"x_phase_console_fleet_login: mallory"}},
+		{"S3 dots", []string{"X.Phase.Console.Fleet: x"}},
+		{"S3 mixed token chars", []string{"X-Phase_Console.Fleet~Login: x"}},
+		{"S3 duplicated", []string{"X-Phase-Console-Fleet: a", "X-Phase-Console-Fleet: b"}},
+		{"S3 named in Connection", []string{"Connection: X-Phase-Console-Fleet"}},
+		{"S3 named in Connection, spelled", []string{"Connection: keep-alive, x_phase_console_fleet_login"}},
+		{"S3 declared in Trailer", []string{"Trailer: X-Phase-Console-Fleet", "Transfer-Encoding: chunked"}},
+		{"S3 on a WebSocket upgrade", []string{"Connection: Upgrade", "Upgrade: websocket", "X-Phase-Console-Fleet-Login: x"}},
+	}
+	for _, row := range rows {
+		t.Run(row.name, func(t *testing.T) {
+			before := d.alpha.count()
+			req := serveReq("GET", "/c/alpha/", row.extra...)
+			if strings.Contains(req, "chunked") {
+				req += "0\r\nX-Phase-Console-Fleet: x\r\n\r\n"
+			}
+			r := d.raw(req)
+			d.wantRefused(t, r, before, http.StatusBadRequest, "assertion-sent")
+		})
+	}
+	// S11: one log line per refusal, with the reason word, and never the token.
+	if got := len(d.logs.lines("fleet.rejected")); got != len(rows) {
+		t.Errorf("%d fleet.rejected lines for %d refusals", got, len(rows))
+	}
+	if strings.Contains(d.logs.String(), d.token) {
+		t.Error("the fleet token appears in the log")
+	}
+}
+
+// TestRequestTrailersNeverForwarded_S3: trailers a caller sends never reach the console.
+func TestRequestTrailersNeverForwarded_S3(t *testing.T) {
+	d := startDoor(t)
+	before := d.alpha.count()
+	req := serveReq("POST", "/c/alpha/upload", "Transfer-Encoding: chunked", "Trailer: X-Checksum") +
+		"5\r\nhello\r\n0\r\nX-Checksum: abc\r\n\r\n"
+	s := d.wantForwarded(t, d.raw(req), before, alice, "/upload")
+	if s.Body != "hello" {
+		t.Errorf("body %q", s.Body)
+	}
+	if len(s.Trailer) != 0 || s.Header.Get("X-Checksum") != "" {
+		t.Errorf("console saw trailers %v", s.Trailer)
+	}
+}
+
+// TestIdentityHeadersStripped_S4: every identity header family the caller wrote is removed, under
+// any spelling, and the hop's own X-Forwarded-* are what the console sees.
+func TestIdentityHeadersStripped_S4(t *testing.T) {
+	d := startDoor(t)
+	rows := []struct {
+		name   string
+		header string
+	}{
+		{"S4 Tailscale-User-Name", "Tailscale-User-Name: Mallory"},
+		{"S4 Tailscale-User-Profile-Pic", "Tailscale-User-Profile-Pic: http://x"},
+		{"S4 Tailscale_User_Login spelled", "Tailscale_User_Login: mallory@evil.example"},
+		{"S4 tailscale.app.capabilities spelled", "tailscale.app.capabilities: {}"},
+		{"S4 Forwarded", "Forwarded: for=1.2.3.4;host=evil"},
+		{"S4 X-Forwarded-User", "X-Forwarded-User: mallory"},
+		{"S4 X-Forwarded-Email", "X-Forwarded-Email: mallory@evil.example"},
+		{"S4 X_Forwarded_Host spelled", "X_Forwarded_Host: evil.example"},
+		{"S4 X-Real-Ip", "X-Real-Ip: 1.2.3.4"},
+		{"S4 X_Real_IP spelled", "X_Real_IP: 1.2.3.4"},
+		{"S4 Remote-User", "Remote-User: mallory"},
+		{"S4 X-Remote-User", "X-Remote-User: mallory"},
+		{"S4 X-Webauth-User", "X-Webauth-User: mallory"},
+		{"S4 X-Auth-Request-Email", "X-Auth-Request-Email: mallory@evil.example"},
+		{"S4 X-Pomerium-Claim-Email", "X-Pomerium-Claim-Email: mallory@evil.example"},
+		{"S4 Cf-Access-Authenticated-User-Email", "Cf-Access-Authenticated-User-Email: mallory@evil.example"},
+		{"S4 Cf-Access-Jwt-Assertion", "Cf-Access-Jwt-Assertion: eyJ"},
+		{"S4 Teleport-Jwt-Assertion", "Teleport-Jwt-Assertion: eyJ"},
+		{"S4 Authorization", "Authorization: Bearer stolen"},
+		{"S4 Proxy-Authorization", "Proxy-Authorization: Basic bWFsbG9yeQ=="},
+		{"S4 Connection names X-Forwarded-For", "Connection: X-Forwarded-For"},
+		{"S4 Connection names X-Forwarded-Prefix", "Connection: X-Forwarded-Prefix, X-Forwarded-Host"},
+	}
+	for _, row := range rows {
+		t.Run(row.name, func(t *testing.T) {
+			before := d.alpha.count()
+			s := d.wantForwarded(t, d.raw(serveReq("GET", "/c/alpha/x", row.header)), before, alice, "/x")
+			name, _, _ := strings.Cut(row.header, ":")
+			if !strings.HasPrefix(name, "Connection") && !strings.HasPrefix(foldForTest(name), "x-forwarded-") && hasFolded(s.Header, name) {
+				t.Errorf("console saw %s", name)
+			}
+			for _, fam := range []string{"Tailscale-User-Login", "Tailscale-User-Name", "Forwarded", "X-Real-Ip",
+				"Remote-User", "Authorization", "Proxy-Authorization", "X-Forwarded-User", "X-Forwarded-Email"} {
+				if hasFolded(s.Header, fam) {
+					t.Errorf("console saw %s", fam)
+				}
+			}
+			wantHop := map[string]string{
+				"X-Forwarded-For":    aliceIP,
+				"X-Forwarded-Host":   tsName,
+				"X-Forwarded-Proto":  "https",
+				"X-Forwarded-Prefix": "/c/alpha",
+			}
+			for k, v := range wantHop {
+				if got := foldedValues(s.Header, k); len(got) != 1 || got[0] != v {
+					t.Errorf("console saw %s %q, want %q", k, got, v)
+				}
+			}
+		})
+	}
+}
+
+// TestPipelinedRequestsJudgedEach_S3: a second request on the same connection is judged on its own.
+func TestPipelinedRequestsJudgedEach_S3(t *testing.T) {
+	d := startDoor(t)
+	before := d.alpha.count()
+	rs := d.rawMany(serveReq("GET", "/c/alpha/one")+serveReq("GET", "/c/alpha/two", "X_Phase_Console_Fleet_Login: mallory")+serveReq("GET", "/c/alpha/hooks/x"), 3)
+	if rs[0].status != 200 || rs[1].status != 400 || rs[1].reason != "assertion-sent" || rs[2].status != 403 || rs[2].reason != "hooks" {
+		t.Fatalf("got %d, %d %s, %d %s", rs[0].status, rs[1].status, rs[1].reason, rs[2].status, rs[2].reason)
+	}
+	if n := d.alpha.count() - before; n != 1 {
+		t.Fatalf("console saw %d requests, want only the first", n)
+	}
+	if s, _ := d.alpha.last(); s.Path != "/one" {
+		t.Fatalf("console saw %q", s.Path)
+	}
+}
+
+// TestAssertionAndPrefix_S6: the hop sets both assertion headers, strips /c/<id>, sets Host to the
+// console's own address, and keeps the query.
+func TestAssertionAndPrefix_S6(t *testing.T) {
+	d := startDoor(t)
+	before := d.alpha.count()
+	s := d.wantForwarded(t, d.raw(serveReq("GET", "/c/alpha/a/b/?q=1&r=%2F")), before, alice, "/a/b/")
+	if s.RequestURI != "/a/b/?q=1&r=%2F" {
+		t.Errorf("console saw request-target %q", s.RequestURI)
+	}
+	// The root of a console is /c/<id>/; /c/<id> redirects there.
+	r := d.raw(serveReq("GET", "/c/alpha"))
+	if r.status != http.StatusPermanentRedirect || r.header.Get("Location") != "/c/alpha/" {
+		t.Errorf("/c/alpha: %d Location %q", r.status, r.header.Get("Location"))
+	}
+}
