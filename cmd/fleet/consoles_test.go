@@ -1,0 +1,116 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/phase-console/fleet/internal/state"
+	"github.com/phase-console/fleet/supervisor"
+)
+
+// startSupervisor runs a supervisor for home on a free loopback port (it writes supervisor.addr).
+func startSupervisor(t *testing.T, home string) {
+	t.Helper()
+	srv, err := supervisor.New(supervisor.Config{StateHome: home, TailscaledUID: os.Getuid(),
+		TailscaleSocket: filepath.Join(t.TempDir(), "none.sock")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { srv.ListenAndServe(ctx, port); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	// Wait for supervisor.addr: it is written once the listener is up.
+	addrFile := filepath.Join(state.FleetDir(home), state.AddrFile)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if b, err := os.ReadFile(addrFile); err == nil && strings.TrimSpace(string(b)) != "" {
+			if c, err := net.Dial("tcp", strings.TrimSpace(string(b))); err == nil {
+				c.Close()
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("supervisor did not start")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func runFleet(args ...string) (int, string, string) {
+	var out, errb bytes.Buffer
+	st := run(args, &out, &errb)
+	return st, out.String(), errb.String()
+}
+
+// TestRegisterAndList_S8: fleet register and fleet consoles drive the registry API with the bearer.
+func TestRegisterAndList_S8(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "state")
+	startSupervisor(t, home)
+	if st, out, errs := runFleet("register", "--state-dir", home, "--id", "alpha", "--addr", "127.0.0.1:9001", "--name", "Alpha"); st != 0 || !strings.Contains(out, "registered alpha") {
+		t.Fatalf("register: %d %q %q", st, out, errs)
+	}
+	if st, out, _ := runFleet("register", "--state-dir", home, "--id", "alpha", "--addr", "127.0.0.1:9001"); st != 0 || !strings.Contains(out, "refreshed alpha") {
+		t.Fatalf("re-register: %d %q", st, out)
+	}
+	if st, _, errs := runFleet("register", "--state-dir", home, "--id", "beta", "--addr", "10.0.0.1:80"); st != 1 || !strings.Contains(errs, "bad-registration") {
+		t.Fatalf("non-loopback addr: %d %q", st, errs)
+	}
+	st, out, errs := runFleet("consoles", "--state-dir", home)
+	if st != 0 || !strings.Contains(out, "alpha") || !strings.Contains(out, "127.0.0.1:9001") || !strings.Contains(out, "/c/alpha/") {
+		t.Fatalf("consoles: %d %q %q", st, out, errs)
+	}
+	if st, out, _ := runFleet("register", "--state-dir", home, "--id", "alpha", "--delete"); st != 0 || !strings.Contains(out, "deregistered") {
+		t.Fatalf("delete: %d %q", st, out)
+	}
+	if _, out, _ := runFleet("consoles", "--state-dir", home, "--json"); strings.Contains(out, "alpha") {
+		t.Fatalf("alpha still listed: %q", out)
+	}
+}
+
+// TestClientRefusesNonLoopbackSupervisor_S8: the bearer is never sent off this machine.
+func TestClientRefusesNonLoopbackSupervisor_S8(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "state")
+	if _, err := state.LoadOrCreateToken(state.FleetDir(home)); err != nil {
+		t.Fatal(err)
+	}
+	for _, addr := range []string{"192.0.2.1:7420", "example.com:7420", "localhost:7420"} {
+		st, _, errs := runFleet("consoles", "--state-dir", home, "--supervisor", addr)
+		if st != 1 || !strings.Contains(errs, "not a loopback literal") {
+			t.Errorf("%s: %d %q", addr, st, errs)
+		}
+	}
+	st, _, errs := runFleet("consoles", "--state-dir", home)
+	if st != 1 || !strings.Contains(errs, "no supervisor is running") {
+		t.Errorf("no supervisor.addr: %d %q", st, errs)
+	}
+}
+
+// TestHelp: fleet --help and every subcommand's --help say what it does, exit 0.
+func TestHelp(t *testing.T) {
+	st, out, _ := runFleet("--help")
+	if st != 0 || !strings.Contains(out, "serve") {
+		t.Fatalf("fleet --help: %d %q", st, out)
+	}
+	for name, c := range commands {
+		st, out, errs := runFleet(name, "--help")
+		if st != 0 || !strings.Contains(out+errs, c.summary) {
+			t.Errorf("fleet %s --help: %d %q %q", name, st, out, errs)
+		}
+	}
+	if st, _, _ := runFleet("nope"); st != 2 {
+		t.Errorf("unknown command: exit %d, want 2", st)
+	}
+}
