@@ -1,0 +1,62 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+	"time"
+
+	"github.com/phase-console/fleet/console/conformance"
+	"github.com/phase-console/fleet/internal/state"
+)
+
+const checkConsoleSummary = "Probe a running console for the C rules (assertion, Host, proxy header, scope, presence, hooks, reach); one PASS/FAIL line each."
+
+func init() {
+	addCommand(&command{name: "check-console", summary: checkConsoleSummary, run: runCheckConsole})
+}
+
+// runCheckConsole is `fleet check-console --url http://127.0.0.1:PORT [--state-dir DIR]`: exit 0
+// when every probe passes, 1 when any fails, 2 on bad usage (a URL that is not a loopback literal
+// among them: the checker sends the real fleet token) or when the token cannot be read.
+func runCheckConsole(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("check-console", checkConsoleSummary+"\nIt sends the real fleet token, so it talks to a loopback literal only.", stdout, stderr)
+	rawURL := fs.String("url", "", "the console's root, http://127.0.0.1:PORT (required)")
+	stateDir := fs.String("state-dir", "", "state folder (default $PHASE_CONSOLE_STATE_HOME, $XDG_STATE_HOME/phase-console or ~/.local/state/phase-console)")
+	if st, done := parseFlags(fs, args); done {
+		return st
+	}
+	if *rawURL == "" {
+		fmt.Fprintln(stderr, "fleet check-console: --url is required, e.g. --url http://127.0.0.1:9001")
+		return 2
+	}
+	if _, err := conformance.CheckURL(*rawURL); err != nil {
+		fmt.Fprintf(stderr, "fleet check-console: %v\n", err)
+		return 2
+	}
+	home, err := state.Home(*stateDir)
+	if err != nil {
+		fmt.Fprintf(stderr, "fleet check-console: %v\n", err)
+		return 2
+	}
+	tok, err := state.ReadToken(filepath.Join(state.FleetDir(home), state.TokenFile))
+	if err != nil {
+		fmt.Fprintf(stderr, "fleet check-console: cannot read the fleet token: %v (start 'fleet serve' once, or pass the console's --state-dir)\n", err)
+		return 2
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	status := 0
+	for _, r := range conformance.Check(ctx, *rawURL, tok) {
+		fmt.Fprintln(stdout, r)
+		if !r.OK {
+			status = 1
+		}
+	}
+	if ctx.Err() != nil {
+		fmt.Fprintln(stderr, "fleet check-console: timed out before every probe ran")
+		status = 1
+	}
+	return status
+}

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/phase-console/fleet/console"
+	"github.com/phase-console/fleet/console/refconsole"
+)
+
+// TestCheckConsole_ReferenceConsole: every probe passes against the reference console; exit 0.
+func TestCheckConsole_ReferenceConsole(t *testing.T) {
+	home, tok := newTokenHome(t)
+	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	v, err := console.New(console.Config{StateDir: home, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	srv := httptest.NewServer(refconsole.New(refconsole.Config{ID: "alpha", Verifier: v, Logger: log}))
+	defer srv.Close()
+
+	st, out, errOut := fleetCmd("check-console", "--url", srv.URL, "--state-dir", home)
+	if st != 0 {
+		t.Fatalf("exit %d\n%s%s", st, out, errOut)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	for _, l := range lines {
+		if !strings.HasPrefix(l, "PASS C") {
+			t.Errorf("line %q", l)
+		}
+	}
+	if len(lines) < 50 {
+		t.Errorf("only %d probes", len(lines))
+	}
+	if strings.Contains(out+errOut, tok) {
+		t.Fatal("the token was printed")
+	}
+}
+
+// TestCheckConsole_Broken: a console that believes every header fails, naming the rules; exit 1.
+func TestCheckConsole_Broken(t *testing.T) {
+	home, tok := newTokenHome(t)
+	naive := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Believes any assertion, on any Host, beside anything.
+		login := r.Header.Get("X-Phase-Console-Fleet-Login")
+		scope := "local"
+		if login != "" {
+			scope = "remote"
+		}
+		if r.URL.Path == "/runs" {
+			w.WriteHeader(201)
+			json.NewEncoder(w).Encode(map[string]string{"id": "1", "token": "cnVuLXRva2VuLXJ1bi10b2tlbi1ydW4tdG9rZW4tcnVu"})
+			return
+		}
+		json.NewEncoder(w).Encode(map[string]string{"scope": scope, "login": login})
+	})
+	srv := httptest.NewServer(naive)
+	defer srv.Close()
+	st, out, _ := fleetCmd("check-console", "--url", srv.URL, "--state-dir", home)
+	if st != 1 {
+		t.Fatalf("exit %d\n%s", st, out)
+	}
+	for _, want := range []string{
+		"FAIL C1 bearer wrong by one byte (last) → 401 fleet-bad-token: sent GET /whoami Host=127.0.0.1:",
+		"X-Phase-Console-Fleet=<fleet token, last byte changed>",
+		"FAIL C2 ", "FAIL C3 ", "FAIL C5 ", "FAIL C6 ", "FAIL C7 ",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	if strings.Contains(out, tok) {
+		t.Fatal("the token was printed")
+	}
+}
+
+func TestCheckConsole_Usage(t *testing.T) {
+	home, _ := newTokenHome(t)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no url", []string{"check-console", "--state-dir", home}, "--url"},
+		{"LAN url", []string{"check-console", "--url", "http://192.168.1.20:9001", "--state-dir", home}, "loopback"},
+		{"localhost is a name", []string{"check-console", "--url", "http://localhost:9001", "--state-dir", home}, "loopback"},
+		{"https", []string{"check-console", "--url", "https://127.0.0.1:9001", "--state-dir", home}, "http://127.0.0.1:PORT"},
+		{"a path", []string{"check-console", "--url", "http://127.0.0.1:7420/c/alpha/", "--state-dir", home}, "root"},
+		{"no token", []string{"check-console", "--url", "http://127.0.0.1:9001", "--state-dir", t.TempDir()}, "fleet token"},
+	} {
+		st, out, errOut := fleetCmd(tc.args...)
+		if st != 2 || !strings.Contains(errOut, tc.want) || out != "" {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q; want 2 and %q", tc.name, st, out, errOut, tc.want)
+		}
+	}
+}

@@ -1,0 +1,367 @@
+package console
+
+import (
+	"fmt"
+	"log/slog"
+	"mime"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/phase-console/fleet/internal/state"
+	"github.com/phase-console/fleet/proxy"
+)
+
+// A Scope is where a caller stands: on this machine (local) or anywhere else (remote).
+type Scope string
+
+// The two scopes.
+const (
+	Local  Scope = "local"
+	Remote Scope = "remote"
+)
+
+// A Caller is who a request comes from, as judged by a Verifier.
+type Caller struct {
+	Scope Scope  `json:"scope"`
+	Login string `json:"login"` // remote: the asserted login; local: always ""
+}
+
+// Reason words of the refusals this package answers with (the spec's words where it has them).
+const (
+	ReasonBadToken      = "fleet-bad-token"    // 401, C1: assertion malformed or bearer not believed
+	ReasonNotLoopback   = "fleet-not-loopback" // 421, C2: assertion on a Host that is not loopback
+	ReasonAndProxy      = "fleet-and-proxy"    // 403, C3: assertion beside the proxy identity header
+	ReasonHost          = "host"               // 421: no assertion, Host not loopback (DNS rebinding)
+	ReasonCrossOrigin   = "cross-origin"       // 403: local request from a foreign Origin
+	ReasonLocalOnly     = "local-only"         // 403, C5: presence or hooks asked by scope remote
+	ReasonHookPeer      = "not loopback"       // 403, C6: hook request from a peer that is not loopback
+	ReasonHookProxied   = "not local"          // 403, C6: hook request that came through a proxy
+	ReasonBadRunToken   = "bad-run-token"      // 401, C6: hook request without a live run's bearer
+	ReasonReachSettings = "reach-settings"     // 403, C7: a device login tried to change reach settings
+)
+
+// A Refusal is the answer to a request the console must not serve: the status and the reason word
+// that the client sees, the rule for the log, and a short secret-free detail for the log only.
+type Refusal struct {
+	Status int
+	Reason string
+	Rule   string // "C1" … "C7", or "" for the console-wide host and origin checks
+	Detail string
+}
+
+func (r *Refusal) Error() string { return fmt.Sprintf("%d %s: %s", r.Status, r.Reason, r.Detail) }
+
+func refusal(status int, reason, rule, detail string) *Refusal {
+	return &Refusal{Status: status, Reason: reason, Rule: rule, Detail: detail}
+}
+
+// DefaultProxyHeader is the identity header of a console's own --remote proxy (C3).
+const DefaultProxyHeader = "Tailscale-User-Login"
+
+// Config configures a Verifier. The zero value follows the token under the default <stateHome>.
+type Config struct {
+	// StateDir is the --state-dir flag value; "" resolves <stateHome> from the environment
+	// (state.Home). The token followed is <stateHome>/fleet/fleet.token.
+	StateDir string
+	// ProxyHeader is the identity header that the console's own proxy sets (C3);
+	// "" means DefaultProxyHeader. It is matched under any spelling.
+	ProxyHeader string
+	// AllowHost, if not nil, admits more Host values (as sent, port included) for requests that
+	// carry no assertion — for a console that is also published under another name. It never
+	// widens C2: an assertion is believed on a loopback Host only.
+	AllowHost func(host string) bool
+	// Logger receives the JSON log lines; nil means JSON on stderr.
+	Logger *slog.Logger
+	// Now is the clock of the rotation grace; nil means time.Now.
+	Now func() time.Time
+}
+
+// A Verifier judges requests against the fleet token. It is safe for concurrent use.
+type Verifier struct {
+	token     *state.Token
+	proxyFold string
+	allowHost func(string) bool
+	log       *slog.Logger
+	stop      chan struct{}
+	closeOnce sync.Once
+}
+
+// WatchInterval is how often the token file's stamp is polled; C1 wants a change seen within 2 s.
+const WatchInterval = time.Second
+
+// New starts following the fleet token file. It fails only when <stateHome> cannot be resolved: a
+// missing or bad token file is logged and means that no assertion is believed until it is good
+// (fail closed). Close stops the polling.
+func New(cfg Config) (*Verifier, error) {
+	home, err := state.Home(cfg.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	}
+	ph := cfg.ProxyHeader
+	if ph == "" {
+		ph = DefaultProxyHeader
+	}
+	path := filepath.Join(state.FleetDir(home), state.TokenFile)
+	v := &Verifier{
+		token:     state.NewTokenFollower(path, cfg.Now),
+		proxyFold: proxy.FoldName(ph),
+		allowHost: cfg.AllowHost,
+		log:       log,
+		stop:      make(chan struct{}),
+	}
+	if _, err := v.token.Current(); err != nil {
+		v.logToken(err)
+	}
+	go v.watch(WatchInterval)
+	return v, nil
+}
+
+// watch re-reads the token file every interval until Close: state.Token.Watch, plus a log line
+// when the file becomes good again.
+func (v *Verifier) watch(interval time.Duration) {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-v.stop:
+			return
+		case <-tick.C:
+			v.refresh()
+		}
+	}
+}
+
+// refresh re-reads the token file if its stamp changed, and logs what changed: the error (which
+// names the file and the fix, never the token), or that a good token was loaded.
+func (v *Verifier) refresh() {
+	changed, err := v.token.Refresh()
+	switch {
+	case !changed:
+	case err != nil:
+		v.logToken(err)
+	default:
+		v.log.Info("console.token", "path", v.token.Path(), "effect", "fleet token (re)loaded")
+	}
+}
+
+func (v *Verifier) logToken(err error) {
+	v.log.Error("console.token", "path", v.token.Path(), "error", err.Error(),
+		"effect", "no assertion is believed until the token file is good")
+}
+
+// Close stops following the token file. The Verifier keeps judging with what it last read.
+func (v *Verifier) Close() error {
+	v.closeOnce.Do(func() { close(v.stop) })
+	return nil
+}
+
+// Bearer returns the current fleet token, for the one request a console sends with it: its
+// registration with the supervisor (SPEC S8). Never log it or put it in a URL.
+func (v *Verifier) Bearer() (string, error) { return v.token.Current() }
+
+// Judge judges r in the order documented in the package comment and returns the caller, or the
+// refusal to answer with. It does not look at the path: Middleware and the guards add the C5–C7
+// checks.
+func (v *Verifier) Judge(r *http.Request) (Caller, *Refusal) {
+	a := readAssertion(r)
+	if a.carried {
+		return v.judgeAssertion(r, a)
+	}
+	if !loopbackHost(r.Host) && (v.allowHost == nil || !v.allowHost(r.Host)) {
+		return Caller{}, refusal(http.StatusMisdirectedRequest, ReasonHost, "", "Host is not a loopback name")
+	}
+	if v.proxied(r.Header) || !loopbackPeer(r.RemoteAddr) {
+		return Caller{Scope: Remote, Login: v.proxyLogin(r.Header)}, nil
+	}
+	if !sameOrigin(r) {
+		return Caller{}, refusal(http.StatusForbidden, ReasonCrossOrigin, "", "Origin is not this console's own origin")
+	}
+	return Caller{Scope: Local}, nil
+}
+
+func (v *Verifier) judgeAssertion(r *http.Request, a assertion) (Caller, *Refusal) {
+	if proxy.HasHeaderFold(r.Header, v.proxyFold) {
+		return Caller{}, refusal(http.StatusForbidden, ReasonAndProxy, "C3", "assertion beside the proxy identity header")
+	}
+	if !loopbackHost(r.Host) {
+		return Caller{}, refusal(http.StatusMisdirectedRequest, ReasonNotLoopback, "C2", "assertion on a Host that is not loopback")
+	}
+	if why := a.malformed(); why != "" {
+		return Caller{}, refusal(http.StatusUnauthorized, ReasonBadToken, "C1", "malformed assertion: "+why)
+	}
+	if !v.token.Match(a.bearers[0]) {
+		detail := "bearer is not the fleet token"
+		if _, err := v.token.Current(); err != nil {
+			detail = "no fleet token is believed: the token file is unusable (see console.token)"
+		}
+		return Caller{}, refusal(http.StatusUnauthorized, ReasonBadToken, "C1", detail)
+	}
+	return Caller{Scope: Remote, Login: a.logins[0]}, nil
+}
+
+var (
+	foldedFleet      = proxy.FoldName(proxy.HeaderFleet)
+	foldedFleetLogin = proxy.FoldName(proxy.HeaderFleetLogin)
+)
+
+// An assertion is what a request carries of the two assertion headers, under every spelling.
+type assertion struct {
+	carried bool     // either header is present (any spelling, any value) or declared as a trailer
+	trailer bool     // one is declared as a trailer
+	bearers []string // every value of every spelling of X-Phase-Console-Fleet
+	logins  []string // every value of every spelling of X-Phase-Console-Fleet-Login
+}
+
+func readAssertion(r *http.Request) assertion {
+	var a assertion
+	for name, vals := range r.Header {
+		switch proxy.FoldName(name) {
+		case foldedFleet:
+			a.carried = true
+			a.bearers = append(a.bearers, vals...)
+		case foldedFleetLogin:
+			a.carried = true
+			a.logins = append(a.logins, vals...)
+		}
+	}
+	for name := range r.Trailer {
+		if proxy.IsAssertionName(name) {
+			a.carried, a.trailer = true, true
+		}
+	}
+	return a
+}
+
+// malformed says why a is not exactly one non-empty value of each header, or "".
+func (a assertion) malformed() string {
+	switch {
+	case a.trailer:
+		return "declared as a trailer"
+	case len(a.bearers) != 1:
+		return fmt.Sprintf("%d bearer values", len(a.bearers))
+	case len(a.logins) != 1:
+		return fmt.Sprintf("%d login values", len(a.logins))
+	case a.bearers[0] == "":
+		return "empty bearer"
+	case a.logins[0] == "":
+		return "empty login"
+	}
+	return ""
+}
+
+// proxied reports whether h carries a mark of a proxy hop: the proxy identity header, Forwarded,
+// X-Forwarded-*, X-Real-Ip or Tailscale-*, under any spelling.
+func (v *Verifier) proxied(h http.Header) bool {
+	for name := range h {
+		f := proxy.FoldName(name)
+		if f == v.proxyFold || f == "forwarded" || f == "x-real-ip" ||
+			strings.HasPrefix(f, "x-forwarded-") || strings.HasPrefix(f, "tailscale-") {
+			return true
+		}
+	}
+	return false
+}
+
+// proxyLogin is the value of the proxy identity header when there is exactly one, RFC 2047 decoded
+// as Tailscale Serve encodes a non-ASCII login; else "".
+func (v *Verifier) proxyLogin(h http.Header) string {
+	var vals []string
+	for name, vv := range h {
+		if proxy.FoldName(name) == v.proxyFold {
+			vals = append(vals, vv...)
+		}
+	}
+	if len(vals) != 1 {
+		return ""
+	}
+	if d, err := new(mime.WordDecoder).DecodeHeader(vals[0]); err == nil {
+		return d
+	}
+	return vals[0]
+}
+
+// loopbackHost reports whether host (a Host header: name, optional ":port") names this machine's
+// loopback: 127.0.0.1, [::1] or localhost (any case), with an optional decimal port. Nothing else —
+// not 127.0.0.2, not "localhost.", not 127.0.0.1.evil.example — counts (C2).
+func loopbackHost(host string) bool {
+	name, port := host, ""
+	if strings.HasPrefix(host, "[") {
+		end := strings.IndexByte(host, ']')
+		if end < 0 {
+			return false
+		}
+		name, port = host[1:end], host[end+1:]
+		ip, err := netip.ParseAddr(name)
+		if err != nil || !ip.Is6() || ip.Zone() != "" || ip != netip.IPv6Loopback() {
+			return false
+		}
+	} else {
+		if i := strings.IndexByte(host, ':'); i >= 0 {
+			name, port = host[:i], host[i:]
+		}
+		if name != "127.0.0.1" && !strings.EqualFold(name, "localhost") {
+			return false
+		}
+	}
+	if port == "" {
+		return true
+	}
+	digits := port[1:]
+	if port[0] != ':' || len(digits) == 0 || len(digits) > 5 {
+		return false
+	}
+	n := 0
+	for i := 0; i < len(digits); i++ {
+		c := digits[i]
+		if c < '0' || c > '9' {
+			return false
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n <= 65535
+}
+
+// loopbackPeer reports whether the TCP peer (http.Request.RemoteAddr) is a loopback address.
+func loopbackPeer(remoteAddr string) bool {
+	ap, err := netip.ParseAddrPort(remoteAddr)
+	return err == nil && ap.Addr().Unmap().IsLoopback()
+}
+
+// sameOrigin reports whether r has no Origin header, or exactly one that is r's own origin
+// (http or, over TLS, https, plus Host; default ports ignored).
+func sameOrigin(r *http.Request) bool {
+	vals := r.Header.Values("Origin")
+	if len(vals) == 0 {
+		return true
+	}
+	if len(vals) != 1 {
+		return false
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	u, err := url.Parse(vals[0])
+	if err != nil || u.Scheme != scheme || u.User != nil || u.Host == "" ||
+		(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+		return false
+	}
+	return strings.EqualFold(withoutDefaultPort(u.Host, scheme), withoutDefaultPort(r.Host, scheme))
+}
+
+func withoutDefaultPort(host, scheme string) string {
+	if scheme == "http" {
+		return strings.TrimSuffix(host, ":80")
+	}
+	return strings.TrimSuffix(host, ":443")
+}
