@@ -1,0 +1,140 @@
+package supervisor
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/phase-console/fleet/console"
+	"github.com/phase-console/fleet/console/refconsole"
+	"github.com/phase-console/fleet/internal/state"
+)
+
+// TestSupervisorAndReferenceConsole_S6_C4: the reference console registers itself, a verified
+// request through the hop is believed as scope remote with the verified login, and WebSocket and
+// SSE stream through; presence stays shut to remote callers, hooks never pass the door, and the
+// console deregisters on exit.
+func TestSupervisorAndReferenceConsole_S6_C4(t *testing.T) {
+	d := startDoor(t)
+	v, err := console.New(console.Config{StateDir: d.home, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := &http.Server{Handler: refconsole.New(refconsole.Config{ID: "ref", Verifier: v, Tick: 10 * time.Millisecond,
+		Logger: slog.New(slog.DiscardHandler)})}
+	go ref.Serve(ln)
+	defer ref.Close()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	regDone := make(chan struct{})
+	reg := &refconsole.Registrar{ID: "ref", Name: "Reference", Addr: ln.Addr().String(),
+		FleetDir: state.FleetDir(d.home), Supervisor: d.addr, Token: v.Bearer, Logger: slog.New(slog.DiscardHandler)}
+	go func() { reg.Run(ctx); close(regDone) }()
+	pollUntil(t, "the console to register", func() bool { _, ok := d.srv.Registry().Get("ref"); return ok })
+
+	get := func(path string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest("GET", "http://"+d.addr+path, nil)
+		req.Host = tsName
+		req.Header.Set("X-Forwarded-For", aliceIP)
+		req.Header.Set("Tailscale-User-Login", alice)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+
+	// C4: believed, scope remote, the verified login.
+	resp := get("/c/ref/whoami")
+	var who struct{ Scope, Login string }
+	json.NewDecoder(resp.Body).Decode(&who)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || who.Scope != "remote" || who.Login != alice {
+		t.Fatalf("whoami through the hop: %d %+v", resp.StatusCode, who)
+	}
+
+	// S9: SSE ticks arrive while the stream is still open.
+	resp = get("/c/ref/events")
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
+		t.Fatalf("events Content-Type %q", ct)
+	}
+	br := bufio.NewReader(resp.Body)
+	ticks := 0
+	for ticks < 2 {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("SSE: %v after %d ticks", err, ticks)
+		}
+		if strings.HasPrefix(line, "event: tick") {
+			ticks++
+		}
+	}
+	resp.Body.Close()
+
+	// S9: a WebSocket echo through the hop.
+	wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer wcancel()
+	h := http.Header{}
+	h.Set("X-Forwarded-For", aliceIP)
+	h.Set("Tailscale-User-Login", alice)
+	conn, _, err := websocket.Dial(wctx, "ws://"+d.addr+"/c/ref/ws", &websocket.DialOptions{HTTPHeader: h})
+	if err != nil {
+		t.Fatalf("WebSocket through the hop: %v", err)
+	}
+	if err := conn.Write(wctx, websocket.MessageText, []byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	if _, msg, err := conn.Read(wctx); err != nil || string(msg) != "hello" {
+		t.Fatalf("echo %q, %v", msg, err)
+	}
+	conn.Close(websocket.StatusNormalClosure, "")
+
+	// C5: presence is shut to a remote caller; S7: hooks never pass the door.
+	for path, want := range map[string]int{"/c/ref/presence": 403, "/c/ref/hooks/permission-request": 403} {
+		req, _ := http.NewRequest("POST", "http://"+d.addr+path, nil)
+		req.Host = tsName
+		req.Header.Set("X-Forwarded-For", aliceIP)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("POST %s: %d, want %d", path, resp.StatusCode, want)
+		}
+	}
+
+	// The console deregisters on exit.
+	cancel()
+	<-regDone
+	if _, ok := d.srv.Registry().Get("ref"); ok {
+		t.Error("the console is still registered after it exited")
+	}
+}
+
+// pollUntil polls cond until it holds, failing the test after a generous deadline.
+func pollUntil(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
