@@ -255,6 +255,10 @@ type door struct {
 	alpha   *echoConsole
 	logs    *syncBuffer
 	token   string
+
+	// Set by rawMany: how many fleet.rejected lines there were before the last exchange, and
+	// how many requests it held.
+	rejectedBefore, lastExchange int
 }
 
 type doorOption func(*Config)
@@ -318,6 +322,7 @@ func (d *door) raw(req string) response {
 // rawMany writes req (possibly several pipelined requests) and reads n responses.
 func (d *door) rawMany(req string, n int) []response {
 	d.t.Helper()
+	d.rejectedBefore, d.lastExchange = len(d.logs.lines("fleet.rejected")), n
 	conn, err := net.Dial("tcp", d.addr)
 	if err != nil {
 		d.t.Fatal(err)
@@ -400,6 +405,12 @@ func (d *door) wantRefused(t *testing.T, r response, before int, status int, rea
 	}
 	if n := d.alpha.count(); n != before {
 		t.Errorf("the console saw %d new request(s); a refused request must never be forwarded", n-before)
+	}
+	if d.lastExchange == 1 { // S11: exactly one log line for this refusal, with its reason
+		lines := d.logs.lines("fleet.rejected")[d.rejectedBefore:]
+		if len(lines) != 1 || lines[0]["reason"] != reason {
+			t.Errorf("want one fleet.rejected line with reason %q, got %v", reason, lines)
+		}
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -29,9 +30,13 @@ const DefaultPort = 7420
 const (
 	ReadHeaderTimeout = 10 * time.Second
 	IdleTimeout       = 2 * time.Minute
-	MaxHeaderBytes    = 64 << 10 // larger request headers are 431
-	probeInterval     = 5 * time.Second
-	probeTimeout      = time.Second
+	MaxHeaderBytes    = 64 << 10 // larger request headers are 431 header-too-large
+	// readLimitHeaderBytes is what net/http itself reads before it gives up with a bare 431.
+	// It is well above MaxHeaderBytes so that ServeHTTP sees, logs and refuses (S11) every
+	// request between the two; net/http adds 4 KiB of slack to it anyway.
+	readLimitHeaderBytes = 1 << 20
+	probeInterval        = 5 * time.Second
+	probeTimeout         = time.Second
 )
 
 // Config is what a Server needs. The zero value of every field but StateHome has a useful default.
@@ -53,15 +58,17 @@ type Config struct {
 // A Server is the loopback door. It is an http.Handler; Serve runs it on a listener with the
 // door's timeouts.
 type Server struct {
-	cfg      Config
-	log      *slog.Logger
-	fleetDir string
-	token    *state.Token
-	registry *Registry
-	verifier *verifier
-	hop      *proxy.Hop
-	stop     chan struct{}
-	httpSrv  *http.Server
+	cfg       Config
+	log       *slog.Logger
+	fleetDir  string
+	token     *state.Token
+	registry  *Registry
+	verifier  *verifier
+	hop       *proxy.Hop
+	stop      chan struct{}
+	httpSrv   *http.Server
+	bgOnce    sync.Once // starts the token watch and the probes, once
+	closeOnce sync.Once
 }
 
 // New prepares the supervisor's folder (F1: created 0700; refused when too open), its token
@@ -83,7 +90,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.LocalAPI = &local.Client{Socket: cfg.TailscaleSocket, UseSocketOnly: true}
 	}
 	fleetDir := state.FleetDir(cfg.StateHome)
-	if err := state.EnsureDir(cfg.StateHome); err != nil {
+	if err := state.EnsureHome(cfg.StateHome); err != nil {
 		return nil, err
 	}
 	if _, err := state.LoadOrCreateToken(fleetDir); err != nil {
@@ -112,7 +119,21 @@ func New(cfg Config) (*Server, error) {
 		whois:         map[string]whoIsEntry{},
 	}
 	s.hop = proxy.NewHop(cfg.Logger, reg.markDown)
+	s.httpSrv = s.newHTTPServer(s)
 	return s, nil
+}
+
+// newHTTPServer is an http.Server with the door's timeouts and limits (S9) and the per-connection
+// facts (S5a/b) that every listener of the door needs.
+func (s *Server) newHTTPServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: ReadHeaderTimeout,
+		IdleTimeout:       IdleTimeout,
+		MaxHeaderBytes:    readLimitHeaderBytes,
+		ConnContext:       connContext,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
 }
 
 // Registry is the server's console registry.
@@ -133,28 +154,22 @@ func (s *Server) tailscaledUID() (uint32, error) {
 	return sys.Uid, nil
 }
 
-// Serve serves the door on ln until Close. It also follows the token file and probes consoles.
+// Serve serves the door on ln until Close, when it returns http.ErrServerClosed. It also follows
+// the token file and probes consoles (started once, however often Serve is called).
 func (s *Server) Serve(ln net.Listener) error {
-	srv := s.httpServer()
-	return srv.Serve(ln)
-}
-
-func (s *Server) httpServer() *http.Server {
-	if s.httpSrv == nil {
-		s.httpSrv = &http.Server{
-			Handler:           s,
-			ReadHeaderTimeout: ReadHeaderTimeout,
-			IdleTimeout:       IdleTimeout,
-			MaxHeaderBytes:    MaxHeaderBytes,
-			ConnContext:       connContext,
-			ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
-		}
+	select {
+	case <-s.stop:
+		ln.Close()
+		return http.ErrServerClosed
+	default:
+	}
+	s.bgOnce.Do(func() {
 		go s.token.Watch(s.stop, time.Second, func(err error) {
 			s.log.Error("fleet.token-unusable", "error", err.Error())
 		})
 		go s.probeLoop()
-	}
-	return s.httpSrv
+	})
+	return s.httpSrv.Serve(ln)
 }
 
 // ListenAndServe listens on 127.0.0.1:port (SPEC S1: nothing wider, ever), writes
@@ -174,6 +189,9 @@ func (s *Server) ListenAndServe(ctx context.Context, port int) error {
 	go func() { errc <- s.Serve(ln) }()
 	select {
 	case err := <-errc:
+		if errors.Is(err, http.ErrServerClosed) {
+			return nil
+		}
 		return err
 	case <-ctx.Done():
 		s.Close()
@@ -182,19 +200,13 @@ func (s *Server) ListenAndServe(ctx context.Context, port int) error {
 	}
 }
 
-// Close stops the server and its background work.
+// Close stops the server and its background work. A Serve after Close returns at once.
 func (s *Server) Close() error {
-	select {
-	case <-s.stop:
-	default:
-		close(s.stop)
-	}
-	if s.httpSrv != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		if err := s.httpSrv.Shutdown(ctx); err != nil {
-			return s.httpSrv.Close()
-		}
+	s.closeOnce.Do(func() { close(s.stop) })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := s.httpSrv.Shutdown(ctx); err != nil {
+		return s.httpSrv.Close()
 	}
 	return nil
 }
@@ -216,6 +228,10 @@ func (s *Server) probeLoop() {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	refuse := func(ref *proxy.Refusal) { proxy.WriteRefusal(w, r, s.log, ref) }
 
+	if ref := checkHeaderSize(r); ref != nil { // S9
+		refuse(ref)
+		return
+	}
 	if ref := s.admitHost(r); ref != nil { // S10
 		refuse(ref)
 		return
@@ -257,6 +273,11 @@ func (s *Server) serveConsole(w http.ResponseWriter, r *http.Request) {
 		refuse(ref)
 		return
 	}
+	if r.Method == http.MethodConnect || r.Method == http.MethodTrace {
+		// CONNECT would tunnel past the hop; TRACE would echo the assertion back to the caller.
+		refuse(proxy.Refuse(http.StatusMethodNotAllowed, "method", "CONNECT and TRACE are not served"))
+		return
+	}
 	who, ref := s.verifier.verify(r)
 	if ref != nil {
 		refuse(ref)
@@ -282,6 +303,20 @@ func (s *Server) serveConsole(w http.ResponseWriter, r *http.Request) {
 		Host:      r.Host,
 		Proto:     proxy.RequestProto(r, true),
 	})
+}
+
+// checkHeaderSize refuses request headers over MaxHeaderBytes (S9): 431 header-too-large.
+func checkHeaderSize(r *http.Request) *proxy.Refusal {
+	n := len(r.Method) + len(r.RequestURI) + len(r.Proto) + len(r.Host) + 16
+	for k, vv := range r.Header {
+		for _, v := range vv {
+			n += len(k) + len(v) + 4 // "k: v\r\n"
+		}
+	}
+	if n > MaxHeaderBytes {
+		return proxy.Refuse(http.StatusRequestHeaderFieldsTooLarge, "header-too-large", "request headers are limited to 64 KiB")
+	}
+	return nil
 }
 
 // throughServe reports whether a request looks like it came through Tailscale Serve: it carries

@@ -86,6 +86,30 @@ func EnsureDir(path string) error {
 	return checkOwnerAndMode(path, st, "chmod 700 "+path)
 }
 
+// EnsureHome makes sure <stateHome> exists: created 0700 (parents too) when missing. It may be
+// shared with other tools, so an existing one only has to be ours and not writable by group or
+// world (anyone who can write it could swap the private folders inside).
+func EnsureHome(path string) error {
+	st, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return EnsureDir(path)
+	}
+	if err != nil {
+		return err
+	}
+	if !st.IsDir() {
+		return &ModeError{Path: path, Mode: st.Mode(), Why: "is not a folder", Fix: "move it out of the way"}
+	}
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok && int(sys.Uid) != os.Geteuid() {
+		return &ModeError{Path: path, Mode: st.Mode(), Why: fmt.Sprintf("is owned by uid %d, not by this user (uid %d)", sys.Uid, os.Geteuid()),
+			Fix: fmt.Sprintf("chown %d %s", os.Geteuid(), path)}
+	}
+	if st.Mode().Perm()&0o022 != 0 {
+		return &ModeError{Path: path, Mode: st.Mode(), Why: "is group- or world-writable", Fix: "chmod go-w " + path}
+	}
+	return nil
+}
+
 // CheckFile makes sure an existing path is a regular file of ours with no group or world bits.
 func CheckFile(path string) error {
 	st, err := os.Lstat(path)

@@ -190,3 +190,21 @@ func privateDir(t *testing.T) string {
 	}
 	return dir
 }
+
+func TestEnsureHome_F1(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "home")
+	if err := EnsureHome(home); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := os.Stat(home); st.Mode().Perm() != 0o700 {
+		t.Fatalf("new home mode %o", st.Mode().Perm())
+	}
+	os.Chmod(home, 0o755)
+	if err := EnsureHome(home); err != nil {
+		t.Fatalf("a 0755 home shared with other tools is fine: %v", err)
+	}
+	os.Chmod(home, 0o775)
+	if err := EnsureHome(home); err == nil || !strings.Contains(err.Error(), "chmod go-w "+home) {
+		t.Fatalf("group-writable home: %v", err)
+	}
+}

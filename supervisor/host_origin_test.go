@@ -1,0 +1,244 @@
+package supervisor
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// TestHostAdmitted_S10: a loopback name, or this machine's Tailscale name or address, in any
+// case, with or without a port or a trailing dot, is let through to the rest of the checks.
+func TestHostAdmitted_S10(t *testing.T) {
+	d := startDoor(t)
+	_, port, _ := strings.Cut(d.addr, ":")
+	rows := []struct{ name, host string }{
+		{"S10 127.0.0.1:port", d.addr},
+		{"S10 127.0.0.1", "127.0.0.1"},
+		{"S10 127.0.0.2 is loopback too", "127.0.0.2"},
+		{"S10 localhost", "localhost"},
+		{"S10 localhost:port", "localhost:" + port},
+		{"S10 LOCALHOST.", "LOCALHOST."},
+		{"S10 [::1]:port", "[::1]:" + port},
+		{"S10 [::1]", "[::1]"},
+		{"S10 sup.tail1234.ts.net", tsName},
+		{"S10 SUP.TAIL1234.TS.NET.", "SUP.TAIL1234.TS.NET."},
+		{"S10 sup.tail1234.ts.net:443", tsName + ":443"},
+		{"S10 short MagicDNS name", "sup"},
+		{"S10 self Tailscale IP", selfIP},
+		{"S10 self Tailscale IP:443", selfIP + ":443"},
+	}
+	for _, row := range rows {
+		t.Run(row.name, func(t *testing.T) {
+			before := d.alpha.count()
+			s := d.wantForwarded(t, d.raw(serveReqHost("GET", "/c/alpha/x", row.host)), before, alice, "/x")
+			if got := s.Header.Values("X-Forwarded-Host"); len(got) != 1 || got[0] != row.host {
+				t.Errorf("console saw X-Forwarded-Host %q, want %q", got, row.host)
+			}
+		})
+	}
+}
+
+// TestHostRefused_S10: any other Host is 421 host, before anything else is judged: before S5 (a
+// foreign Host with no X-Forwarded-For is 421, not 401), S3, S7 and the API's bearer.
+func TestHostRefused_S10(t *testing.T) {
+	d := startDoor(t)
+	rows := []struct {
+		name string
+		req  string
+	}{
+		{"S10 evil.example", serveReqHost("GET", "/c/alpha/x", "evil.example")},
+		{"S10 evil.example:port", serveReqHost("GET", "/c/alpha/x", "evil.example:7420")},
+		{"S10 localhost.evil.example", serveReqHost("GET", "/c/alpha/x", "localhost.evil.example")},
+		{"S10 127.0.0.1.evil.example", serveReqHost("GET", "/c/alpha/x", "127.0.0.1.evil.example")},
+		{"S10 sup.tail1234.ts.net.evil.example", serveReqHost("GET", "/c/alpha/x", tsName+".evil.example")},
+		{"S10 subdomain of the Tailscale name", serveReqHost("GET", "/c/alpha/x", "evil."+tsName)},
+		{"S10 same short name, other tailnet", serveReqHost("GET", "/c/alpha/x", "sup.tail9999.ts.net")},
+		{"S10 a peer's Tailscale IP", serveReqHost("GET", "/c/alpha/x", aliceIP)},
+		{"S10 0.0.0.0", serveReqHost("GET", "/c/alpha/x", "0.0.0.0")},
+		{"S10 a LAN address", serveReqHost("GET", "/c/alpha/x", "192.168.1.20")},
+		{"S10 decimal 127.0.0.1", serveReqHost("GET", "/c/alpha/x", "2130706433")},
+		{"S10 short 127.1", serveReqHost("GET", "/c/alpha/x", "127.1")},
+		{"S10 unbracketed ::1", serveReqHost("GET", "/c/alpha/x", "::1")},
+		{"S10 junk after [::1]", serveReqHost("GET", "/c/alpha/x", "[::1]evil")},
+		{"S10 empty Host", serveReqHost("GET", "/c/alpha/x", "")},
+		{"S10 before S5: no X-Forwarded-For", "GET /c/alpha/x HTTP/1.1\nHost: evil.example\n\n"},
+		{"S10 before S3", serveReqHost("GET", "/c/alpha/x", "evil.example", "X-Phase-Console-Fleet-Login: mallory")},
+		{"S10 before S7", serveReqHost("GET", "/c/alpha/hooks", "evil.example")},
+		{"S10 before S7 bad path", serveReqHost("GET", "/c/alpha/%2F", "evil.example")},
+		{"S10 on the index", serveReqHost("GET", "/", "evil.example")},
+		{"S10 on the API with the bearer", "GET /fleet/v1/consoles HTTP/1.1\nHost: evil.example\n" + d.bearer() + "\n\n"},
+		{"S10 on the API, rebinding to the door's port", "POST /fleet/v1/consoles HTTP/1.1\nHost: evil.example:" + strings.Split(d.addr, ":")[1] +
+			"\n" + d.bearer() + "\nContent-Length: 2\n\n{}"},
+	}
+	for _, row := range rows {
+		t.Run(row.name, func(t *testing.T) {
+			d.wantRejected(t, row.req, http.StatusMisdirectedRequest, "host")
+		})
+	}
+}
+
+// TestLoopbackHostNeedsNoLocalAPI_S10: a loopback Host is admitted without asking tailscaled, so
+// consoles can register while tailscaled is down; the tailnet name cannot be, and is refused.
+func TestLoopbackHostNeedsNoLocalAPI_S10(t *testing.T) {
+	d := startDoor(t)
+	d.tailnet.set(func(f *fakeTailnet) { f.down = true })
+	if r := register(d, "beta", "127.0.0.1:9001"); r.status != http.StatusCreated {
+		t.Fatalf("register with tailscaled down: %d %q %q", r.status, r.reason, r.body)
+	}
+	before := d.alpha.count()
+	r := d.raw(serveReq("GET", "/c/alpha/x"))
+	if r.status < 400 || d.alpha.count() != before {
+		t.Fatalf("tailnet Host with tailscaled down: %d %q, console saw %d", r.status, r.reason, d.alpha.count()-before)
+	}
+}
+
+// TestCrossOriginRefused_S12: a request whose Origin is present and is not its own origin
+// (X-Forwarded-Proto's scheme + Host) is 403 cross-origin, for every method, upgrades, the index
+// and the API (even with the bearer).
+func TestCrossOriginRefused_S12(t *testing.T) {
+	d := startDoor(t)
+	ws := []string{"Connection: Upgrade", "Upgrade: websocket", "Sec-WebSocket-Version: 13", wsKey}
+	rows := []struct {
+		name string
+		req  string
+	}{
+		{"S12 https://evil.example", serveReq("GET", "/c/alpha/x", "Origin: https://evil.example")},
+		{"S12 Origin null", serveReq("GET", "/c/alpha/x", "Origin: null")},
+		{"S12 empty Origin", serveReq("GET", "/c/alpha/x", "Origin:")},
+		{"S12 http scheme when Serve says https", serveReq("GET", "/c/alpha/x", "Origin: http://"+tsName)},
+		{"S12 other port", serveReq("GET", "/c/alpha/x", "Origin: https://"+tsName+":8443")},
+		{"S12 name as a prefix", serveReq("GET", "/c/alpha/x", "Origin: https://"+tsName+".evil.example")},
+		{"S12 subdomain", serveReq("GET", "/c/alpha/x", "Origin: https://evil."+tsName)},
+		{"S12 with a path", serveReq("GET", "/c/alpha/x", "Origin: https://"+tsName+"/evil")},
+		{"S12 with userinfo", serveReq("GET", "/c/alpha/x", "Origin: https://evil@"+tsName)},
+		{"S12 a loopback origin", serveReq("GET", "/c/alpha/x", "Origin: http://localhost:3000")},
+		{"S12 two Origin lines", serveReq("GET", "/c/alpha/x", "Origin: https://"+tsName, "Origin: https://evil.example")},
+		{"S12 POST", serveReq("POST", "/c/alpha/x", "Origin: https://evil.example", "Content-Type: text/plain", "Content-Length: 2") + "hi"},
+		{"S12 PUT", serveReq("PUT", "/c/alpha/x", "Origin: https://evil.example", "Content-Length: 0")},
+		{"S12 DELETE", serveReq("DELETE", "/c/alpha/x", "Origin: https://evil.example")},
+		{"S12 PATCH", serveReq("PATCH", "/c/alpha/x", "Origin: https://evil.example", "Content-Length: 0")},
+		{"S12 OPTIONS", serveReq("OPTIONS", "/c/alpha/x", "Origin: https://evil.example", "Access-Control-Request-Method: POST")},
+		{"S12 WebSocket upgrade", serveReq("GET", "/c/alpha/ws", append(ws, "Origin: https://evil.example")...)},
+		{"S12 WebSocket upgrade Origin null", serveReq("GET", "/c/alpha/ws", append(ws, "Origin: null")...)},
+		{"S12 on the index", serveReq("GET", "/", "Origin: https://evil.example")},
+		{"S12 POST to the API with the bearer", d.localReq("POST", "/fleet/v1/consoles", `{"id":"mallory","addr":"127.0.0.1:9009"}`,
+			d.bearer(), "Origin: https://evil.example")},
+		{"S12 DELETE to the API with the bearer, local origin", d.localReq("DELETE", "/fleet/v1/consoles/alpha", "",
+			d.bearer(), "Origin: http://localhost:3000")},
+	}
+	for _, row := range rows {
+		t.Run(row.name, func(t *testing.T) {
+			d.wantRejected(t, row.req, http.StatusForbidden, "cross-origin")
+		})
+	}
+	if _, ok := d.srv.Registry().Get("mallory"); ok {
+		t.Error("a cross-origin POST registered a console")
+	}
+	if _, ok := d.srv.Registry().Get("alpha"); !ok {
+		t.Error("a cross-origin DELETE removed a console")
+	}
+}
+
+// TestSameOriginForwarded_S12: the request's own origin, or no Origin at all, is judged as usual.
+func TestSameOriginForwarded_S12(t *testing.T) {
+	d := startDoor(t)
+	rows := []struct {
+		name  string
+		extra []string
+	}{
+		{"S12 no Origin", nil},
+		{"S12 same origin", []string{"Origin: https://" + tsName}},
+		{"S12 same origin, other case", []string{"Origin: HTTPS://SUP.tail1234.ts.net"}},
+	}
+	for _, row := range rows {
+		t.Run(row.name, func(t *testing.T) {
+			before := d.alpha.count()
+			d.wantForwarded(t, d.raw(serveReq("GET", "/c/alpha/x", row.extra...)), before, alice, "/x")
+		})
+	}
+	t.Run("S12 same-origin POST", func(t *testing.T) {
+		before := d.alpha.count()
+		s := d.wantForwarded(t, d.raw(serveReq("POST", "/c/alpha/x", "Origin: https://"+tsName, "Content-Length: 2")+"hi"), before, alice, "/x")
+		if s.Body != "hi" {
+			t.Errorf("body %q", s.Body)
+		}
+	})
+	t.Run("S12 same-origin WebSocket upgrade", func(t *testing.T) {
+		conn, _, resp := d.open(serveReq("GET", "/c/alpha/ws", "Connection: Upgrade", "Upgrade: websocket",
+			"Sec-WebSocket-Version: 13", wsKey, "Origin: https://"+tsName))
+		defer conn.Close()
+		if resp.StatusCode != http.StatusSwitchingProtocols {
+			t.Fatalf("got %d %q", resp.StatusCode, resp.Header.Get("X-Fleet-Reason"))
+		}
+	})
+	t.Run("S12 local API from its own origin", func(t *testing.T) {
+		r := d.raw(d.localReq("GET", "/fleet/v1/consoles", "", d.bearer(), "Origin: http://"+d.addr))
+		if r.status != http.StatusOK {
+			t.Fatalf("got %d %q", r.status, r.reason)
+		}
+	})
+}
+
+// TestRefusalsLoggedWithoutSecrets_S11: every refusal is one fleet.rejected JSON line with the
+// reason, method, path (never the query) and peer; the fleet token sent along in a refused
+// request — as a bearer, in the query, in a cookie, as an assertion — is in no log line and no
+// page.
+func TestRefusalsLoggedWithoutSecrets_S11(t *testing.T) {
+	d := startDoor(t)
+	tok := d.token
+	secret := []string{"Authorization: Bearer " + tok, "Cookie: fleet=" + tok}
+	rows := []struct {
+		name   string
+		req    string
+		status int
+		reason string
+	}{
+		{"S11 hooks", serveReq("GET", "/c/alpha/hooks?token="+tok, secret...), 403, "hooks"},
+		{"S11 bad path", serveReq("GET", "/c/alpha/a%2Fb?token="+tok, secret...), 400, "bad-path"},
+		{"S11 unknown console", serveReq("GET", "/c/nobody/x?token="+tok, secret...), 404, "unknown-console"},
+		{"S11 host", serveReqHost("GET", "/c/alpha/x?token="+tok, "evil.example", secret...), 421, "host"},
+		{"S11 token as an assertion", serveReq("GET", "/c/alpha/x?token="+tok, "X-Phase-Console-Fleet: "+tok), 400, "assertion-sent"},
+		{"S11 cross-origin", serveReq("POST", "/c/alpha/x?token="+tok, append(secret, "Origin: https://evil.example", "Content-Length: 0")...), 403, "cross-origin"},
+		{"S11 bad upgrade", serveReq("GET", "/c/alpha/x?token="+tok, append(secret, "Connection: Upgrade", "Upgrade: h2c")...), 400, "bad-upgrade"},
+		{"S11 unverified", "GET /c/alpha/x?token=" + tok + " HTTP/1.1\nHost: 127.0.0.1\n" + strings.Join(secret, "\n") + "\n\n", 401, "unverified"},
+		{"S11 local-only", serveReq("GET", "/fleet/v1/consoles?token="+tok, secret...), 403, "local-only"},
+		{"S11 bearer in the query only", d.localReq("GET", "/fleet/v1/consoles?token="+tok, ""), 401, "bearer"},
+		{"S11 near-miss bearer", d.localReq("GET", "/fleet/v1/consoles?token="+tok, "", "Authorization: Bearer "+tok+"x"), 401, "bearer"},
+		{"S11 bad registration", d.localReq("POST", "/fleet/v1/consoles?token="+tok, `{"id":"x","addr":"10.0.0.1:80"}`, "Authorization: Bearer "+tok), 400, "bad-registration"},
+		{"S11 not found", d.localReq("GET", "/nowhere?token="+tok, "", secret...), 404, "not-found"},
+	}
+	for _, row := range rows {
+		t.Run(row.name, func(t *testing.T) {
+			r := d.wantRejected(t, row.req, row.status, row.reason)
+			if strings.Contains(r.body, tok) {
+				t.Errorf("the error page shows the token: %q", r.body)
+			}
+			for k, vs := range r.header {
+				for _, v := range vs {
+					if strings.Contains(v, tok) {
+						t.Errorf("response header %s shows the token", k)
+					}
+				}
+			}
+		})
+	}
+	t.Run("S11 console down", func(t *testing.T) {
+		beta := d.addConsole(t, "beta")
+		beta.srv.Close()
+		r := d.raw(serveReq("GET", "/c/beta/x?token="+tok, secret...))
+		if r.status != http.StatusBadGateway || strings.Contains(r.body, tok) {
+			t.Errorf("got %d %q", r.status, r.body)
+		}
+	})
+	if got := len(d.logs.lines("fleet.rejected")); got != len(rows) {
+		t.Errorf("%d fleet.rejected lines for %d refusals", got, len(rows))
+	}
+	if strings.Contains(d.logs.String(), tok) {
+		t.Error("the fleet token appears in the log")
+	}
+	for _, l := range d.logs.lines("fleet.rejected") {
+		if p, _ := l["path"].(string); strings.Contains(p, "?") {
+			t.Errorf("a logged path keeps its query: %q", p)
+		}
+	}
+}

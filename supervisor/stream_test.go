@@ -1,0 +1,256 @@
+package supervisor
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+const wsKey = "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ=="
+
+// TestWebSocketThroughHop_S9: a WebSocket upgrade is forwarded (as the verified caller, with the
+// assertion) and the connection then carries bytes both ways.
+func TestWebSocketThroughHop_S9(t *testing.T) {
+	d := startDoor(t)
+	rows := []struct {
+		name  string
+		extra []string
+	}{
+		{"S9 websocket", []string{"Connection: Upgrade", "Upgrade: websocket"}},
+		{"S9 WebSocket capitalised", []string{"Connection: upgrade", "Upgrade: WebSocket"}},
+		{"S9 Connection: keep-alive, Upgrade", []string{"Connection: keep-alive, Upgrade", "Upgrade: websocket"}},
+	}
+	for _, row := range rows {
+		t.Run(row.name, func(t *testing.T) {
+			before := d.alpha.count()
+			extra := append([]string{"Sec-WebSocket-Version: 13", wsKey}, row.extra...)
+			conn, br, resp := d.open(serveReq("GET", "/c/alpha/ws", extra...))
+			defer conn.Close()
+			if resp.StatusCode != http.StatusSwitchingProtocols {
+				body, _ := io.ReadAll(resp.Body)
+				t.Fatalf("got %d %q %q, want 101", resp.StatusCode, resp.Header.Get("X-Fleet-Reason"), body)
+			}
+			if !strings.EqualFold(resp.Header.Get("Upgrade"), "websocket") {
+				t.Errorf("101 with Upgrade %q", resp.Header.Get("Upgrade"))
+			}
+			if _, err := io.WriteString(conn, "hello\n"); err != nil {
+				t.Fatal(err)
+			}
+			line, err := br.ReadString('\n')
+			if err != nil || line != "echo:hello\n" {
+				t.Fatalf("read %q, %v; want echo:hello", line, err)
+			}
+			if n := d.alpha.count(); n != before+1 {
+				t.Fatalf("console saw %d requests, want 1", n-before)
+			}
+			s, _ := d.alpha.last()
+			if s.Path != "/ws" || s.Header.Get("X-Phase-Console-Fleet-Login") != alice || s.Header.Get("X-Phase-Console-Fleet") != d.token {
+				t.Errorf("console saw %q as %q", s.Path, s.Header.Get("X-Phase-Console-Fleet-Login"))
+			}
+			if !strings.EqualFold(s.Header.Get("Upgrade"), "websocket") || !strings.EqualFold(s.Header.Get("Connection"), "Upgrade") {
+				t.Errorf("console saw Upgrade %q Connection %q", s.Header.Get("Upgrade"), s.Header.Get("Connection"))
+			}
+			if s.Header.Get("Sec-WebSocket-Key") == "" {
+				t.Error("console did not see Sec-WebSocket-Key")
+			}
+		})
+	}
+}
+
+// TestBadUpgradeRefused_S9: only "Upgrade: websocket" with "Connection: Upgrade" is forwarded;
+// every other upgrade is 400 bad-upgrade, and nothing reaches the console.
+func TestBadUpgradeRefused_S9(t *testing.T) {
+	d := startDoor(t)
+	rows := []struct {
+		name string
+		req  string
+	}{
+		{"S9 h2c", serveReq("GET", "/c/alpha/x", "Connection: Upgrade, HTTP2-Settings", "Upgrade: h2c", "HTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA")},
+		{"S9 h2c without Connection", serveReq("GET", "/c/alpha/x", "Upgrade: h2c")},
+		{"S9 websocket without Connection: Upgrade", serveReq("GET", "/c/alpha/x", "Upgrade: websocket", wsKey)},
+		{"S9 websocket with Connection: keep-alive", serveReq("GET", "/c/alpha/x", "Connection: keep-alive", "Upgrade: websocket", wsKey)},
+		{"S9 websocket, h2c", serveReq("GET", "/c/alpha/x", "Connection: Upgrade", "Upgrade: websocket, h2c")},
+		{"S9 two Upgrade lines", serveReq("GET", "/c/alpha/x", "Connection: Upgrade", "Upgrade: websocket", "Upgrade: h2c")},
+		{"S9 TLS/1.0", serveReq("GET", "/c/alpha/x", "Connection: Upgrade", "Upgrade: TLS/1.0")},
+		{"S9 empty Upgrade", serveReq("GET", "/c/alpha/x", "Connection: Upgrade", "Upgrade:")},
+		{"S9 websocket/13", serveReq("GET", "/c/alpha/x", "Connection: Upgrade", "Upgrade: websocket/13")},
+		{"S9 h2c to the API", d.localReq("GET", "/fleet/v1/consoles", "", d.bearer(), "Connection: Upgrade", "Upgrade: h2c")},
+	}
+	for _, row := range rows {
+		t.Run(row.name, func(t *testing.T) {
+			d.wantRejected(t, row.req, http.StatusBadRequest, "bad-upgrade")
+		})
+	}
+}
+
+// TestServerSentEventsStream_S9: an event stream is passed on as it comes: the first event is
+// read while the console still holds the rest back.
+func TestServerSentEventsStream_S9(t *testing.T) {
+	d := startDoor(t)
+	t.Run("S9 SSE from alpha", func(t *testing.T) {
+		conn, _, resp := d.open(serveReq("GET", "/c/alpha/sse", "Accept: text/event-stream"))
+		defer conn.Close()
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+			t.Fatalf("got %d %q", resp.StatusCode, resp.Header.Get("Content-Type"))
+		}
+		body := bufio.NewReader(resp.Body)
+		for i := 0; i < 3; i++ {
+			want := fmt.Sprintf("data: tick %d\n", i)
+			if line, err := body.ReadString('\n'); line != want {
+				t.Fatalf("event %d: read %q, %v", i, line, err)
+			}
+			if line, _ := body.ReadString('\n'); line != "\n" {
+				t.Fatalf("event %d not ended by a blank line: %q", i, line)
+			}
+		}
+	})
+	t.Run("S9 SSE first event before the stream ends", func(t *testing.T) {
+		g := newGateConsole(t)
+		if _, err := d.srv.Registry().Put(Console{ID: "gate", Addr: g.addr()}); err != nil {
+			t.Fatal(err)
+		}
+		conn, _, resp := d.open(serveReq("GET", "/c/gate/sse", "Accept: text/event-stream"))
+		defer conn.Close()
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+			t.Fatalf("got %d %q", resp.StatusCode, resp.Header.Get("Content-Type"))
+		}
+		body := bufio.NewReader(resp.Body)
+		// The console sends tick 1 only after release: if the hop held the stream back, this
+		// read would fail at the connection's deadline instead.
+		if line, err := body.ReadString('\n'); line != "data: tick 0\n" {
+			t.Fatalf("read %q, %v before the console went on", line, err)
+		}
+		close(g.release)
+		rest, _ := io.ReadAll(body)
+		if string(rest) != "\ndata: tick 1\n\n" {
+			t.Fatalf("after release: %q", rest)
+		}
+	})
+}
+
+// TestHugeHeadersRefused_S9: request headers over 64 KiB are 431 and never reach the console.
+func TestHugeHeadersRefused_S9(t *testing.T) {
+	d := startDoor(t)
+	rows := []struct {
+		name  string
+		extra []string
+		bug   string
+	}{
+		{"S9 one 80 KiB header", []string{"X-Big: " + strings.Repeat("a", 80<<10)}, ""},
+		{"S9 one 1 MiB header", []string{"X-Big: " + strings.Repeat("a", 1<<20)}, ""},
+		{"S9 100 headers of 1 KiB", manyHeaders(100, 1<<10), ""},
+		{"S9 one 65 KiB header", []string{"X-Big: " + strings.Repeat("a", 65<<10)}, ""},
+		{"S9 67 headers of 1 KiB", manyHeaders(67, 1<<10), ""},
+	}
+	for _, row := range rows {
+		t.Run(row.name, func(t *testing.T) {
+			if row.bug != "" {
+				t.Skip("BUG: " + row.bug)
+			}
+			before := d.alpha.count()
+			r := d.rawAs(serveReq("GET", "/c/alpha/x", row.extra...))
+			if r.status != http.StatusRequestHeaderFieldsTooLarge {
+				t.Errorf("got %d %q, want 431", r.status, r.reason)
+			}
+			if n := d.alpha.count(); n != before {
+				t.Errorf("the console saw %d request(s)", n-before)
+			}
+		})
+	}
+	t.Run("S11 a 431 is one fleet.rejected line", func(t *testing.T) {
+		logsBefore := len(d.logs.lines("fleet.rejected"))
+		req := serveReq("GET", "/c/alpha/x", "X-Big: "+strings.Repeat("a", 80<<10))
+		r := d.rawAs(req)
+		if r.status != http.StatusRequestHeaderFieldsTooLarge || r.reason == "" {
+			t.Errorf("got %d %q, want 431 with a reason word", r.status, r.reason)
+		}
+		d.wantRejectedLine(t, logsBefore, req, r.reason)
+	})
+	t.Run("S9 60 KiB of headers is fine", func(t *testing.T) {
+		before := d.alpha.count()
+		s := d.wantForwarded(t, d.raw(serveReq("GET", "/c/alpha/x", "X-Big: "+strings.Repeat("a", 60<<10))), before, alice, "/x")
+		if len(s.Header.Get("X-Big")) != 60<<10 {
+			t.Errorf("console saw X-Big of %d bytes", len(s.Header.Get("X-Big")))
+		}
+	})
+}
+
+func manyHeaders(n, size int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("X-Pad-%d: %s", i, strings.Repeat("p", size))
+	}
+	return out
+}
+
+// TestLargeBodyStreams_S9: a large body reaches the console intact, and the console starts
+// reading it before the caller has sent all of it.
+func TestLargeBodyStreams_S9(t *testing.T) {
+	d := startDoor(t)
+	body := bigBody(8 << 20)
+	t.Run("S9 8 MiB with Content-Length", func(t *testing.T) {
+		before := d.alpha.count()
+		req := serveReq("POST", "/c/alpha/upload", "Content-Type: application/octet-stream",
+			fmt.Sprintf("Content-Length: %d", len(body))) + body
+		s := d.wantForwarded(t, d.raw(req), before, alice, "/upload")
+		if len(s.Body) != len(body) || sha256.Sum256([]byte(s.Body)) != sha256.Sum256([]byte(body)) {
+			t.Errorf("console got %d bytes, not the %d sent", len(s.Body), len(body))
+		}
+	})
+	t.Run("S9 8 MiB chunked", func(t *testing.T) {
+		before := d.alpha.count()
+		var b strings.Builder
+		b.WriteString(serveReq("POST", "/c/alpha/upload", "Transfer-Encoding: chunked"))
+		for rest := body; rest != ""; {
+			n := min(len(rest), 1<<16)
+			fmt.Fprintf(&b, "%x\r\n%s\r\n", n, rest[:n])
+			rest = rest[n:]
+		}
+		b.WriteString("0\r\n\r\n")
+		s := d.wantForwarded(t, d.raw(b.String()), before, alice, "/upload")
+		if len(s.Body) != len(body) || s.Body != body {
+			t.Errorf("console got %d bytes, not the %d sent", len(s.Body), len(body))
+		}
+	})
+	t.Run("S9 body not buffered", func(t *testing.T) {
+		g := newGateConsole(t)
+		if _, err := d.srv.Registry().Put(Console{ID: "gate", Addr: g.addr()}); err != nil {
+			t.Fatal(err)
+		}
+		conn := d.dial(t)
+		defer conn.Close()
+		head := serveReq("POST", "/c/gate/upload", fmt.Sprintf("Content-Length: %d", len(body)))
+		if _, err := io.WriteString(conn, crlf(head)+body[:1<<20]); err != nil {
+			t.Fatal(err)
+		}
+		// The rest is sent only once the console has read the first MiB: a hop that buffered
+		// the whole body would never get there.
+		waitFor(t, g.firstMiB, "the console to read the first MiB while the caller still holds the rest")
+		if _, err := io.WriteString(conn, body[1<<20:]); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK || string(got) != fmt.Sprint(len(body)) {
+			t.Fatalf("got %d %q, want 200 %d", resp.StatusCode, got, len(body))
+		}
+	})
+}
+
+// bigBody is n bytes with no line end (crlf must leave it alone) that differ along the way.
+func bigBody(n int) string {
+	var b bytes.Buffer
+	b.Grow(n + 64)
+	for i := 0; b.Len() < n; i++ {
+		fmt.Fprintf(&b, "%08x.", i)
+	}
+	return b.String()[:n]
+}
