@@ -82,27 +82,31 @@ func CheckNoAssertion(r *http.Request) *Refusal {
 			return Refuse(http.StatusBadRequest, "assertion-sent", "the request carries an assertion header; only the supervisor writes it")
 		}
 	}
-	for _, v := range r.Header.Values("Connection") {
-		for _, tok := range strings.Split(v, ",") {
-			if IsAssertionName(textproto.TrimString(tok)) {
-				return Refuse(http.StatusBadRequest, "assertion-sent", "the request names an assertion header in Connection")
-			}
-		}
+	if listsAssertionName(r.Header.Values("Connection")) {
+		return Refuse(http.StatusBadRequest, "assertion-sent", "the request names an assertion header in Connection")
 	}
-	// net/http moves the names declared in "Trailer:" into r.Trailer.
+	// net/http moves the names declared in "Trailer:" into r.Trailer; look at both.
 	for name := range r.Trailer {
 		if IsAssertionName(name) {
 			return Refuse(http.StatusBadRequest, "assertion-sent", "the request declares an assertion header as a trailer")
 		}
 	}
-	for _, v := range r.Header.Values("Trailer") {
+	if listsAssertionName(r.Header.Values("Trailer")) {
+		return Refuse(http.StatusBadRequest, "assertion-sent", "the request declares an assertion header as a trailer")
+	}
+	return nil
+}
+
+// listsAssertionName reports whether comma-separated header values name an assertion header.
+func listsAssertionName(values []string) bool {
+	for _, v := range values {
 		for _, tok := range strings.Split(v, ",") {
 			if IsAssertionName(textproto.TrimString(tok)) {
-				return Refuse(http.StatusBadRequest, "assertion-sent", "the request declares an assertion header as a trailer")
+				return true
 			}
 		}
 	}
-	return nil
+	return false
 }
 
 // ScrubIdentity removes from h every header that S4 names, under any spelling.
