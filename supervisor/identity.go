@@ -35,6 +35,9 @@ const statusTTL = 30 * time.Second
 // maxWhoIsCache bounds the WhoIs cache; past it the cache starts over.
 const maxWhoIsCache = 4096
 
+// overflowUID is the uid that unmapped users show as inside a user namespace; never tailscaled's.
+const overflowUID = 65534
+
 // localAPITimeout bounds one LocalAPI call. WhoIs of an unknown ip:port takes ~360 ms in tailscaled.
 const localAPITimeout = 3 * time.Second
 
@@ -156,6 +159,11 @@ func (v *verifier) judgeConn(ctx context.Context, f *connFacts) *proxy.Refusal {
 	want, err := v.tailscaledUID()
 	if err != nil {
 		return unverified("cannot tell which user runs tailscaled: " + err.Error())
+	}
+	if want == overflowUID {
+		// In a user namespace (systemd PrivateUsers=) every unmapped user shows as 65534: that
+		// uid cannot tell tailscaled from anyone else.
+		return unverified("tailscaled's uid shows as 65534 (nobody): run tailscaled as root or fleet outside a user namespace")
 	}
 	got, err := f.peerUID()
 	if err != nil {

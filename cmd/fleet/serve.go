@@ -2,13 +2,16 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/phase-console/fleet/internal/state"
 	"github.com/phase-console/fleet/supervisor"
@@ -30,6 +33,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	stateDir := fs.String("state-dir", "", "state folder (default $PHASE_CONSOLE_STATE_HOME, $XDG_STATE_HOME/phase-console or ~/.local/state/phase-console)")
 	socket := fs.String("tailscale-socket", "", "tailscaled's LocalAPI socket (default: tailscaled's usual socket)")
 	uid := fs.Int("tailscaled-uid", -1, "uid that runs tailscaled (default: the owner of its LocalAPI socket)")
+	unixSocket := fs.String("socket", "", "also listen on this unix socket (0600, folder 0700) for 'tailscale serve unix:PATH' (tailscaled 1.94+): the hardened set-up, see docs/operating.md")
 	if st, done := parseFlags(fs, args); done {
 		return st
 	}
@@ -55,9 +59,36 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	unixFailed := make(chan error, 1) // --socket: nil once its listener is closed (and unlinked)
+	if *unixSocket != "" {
+		ln, err := supervisor.ListenUnix(*unixSocket)
+		if err != nil {
+			fmt.Fprintf(stderr, "fleet serve: --socket: %v\n", err)
+			return 1
+		}
+		go func() {
+			err := srv.ServeUnixListener(ln)
+			if errors.Is(err, http.ErrServerClosed) {
+				err = nil
+			}
+			unixFailed <- err
+			stop()
+		}()
+	} else {
+		unixFailed <- nil
+	}
 	if err := srv.ListenAndServe(ctx, *port); err != nil {
+		srv.Close()
 		fmt.Fprintf(stderr, "fleet serve: %v\n", err)
 		return 1
+	}
+	select {
+	case err := <-unixFailed:
+		if err != nil {
+			fmt.Fprintf(stderr, "fleet serve: --socket: %v\n", err)
+			return 1
+		}
+	case <-time.After(3 * time.Second):
 	}
 	return 0
 }

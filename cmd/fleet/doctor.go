@@ -1,0 +1,78 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"time"
+
+	"github.com/phase-console/fleet/doctor"
+	"github.com/phase-console/fleet/internal/state"
+	"tailscale.com/client/local"
+	"tailscale.com/paths"
+)
+
+const doctorSummary = "Check this machine's set-up (tailscaled, Serve, Funnel, state files, the supervisor); one OK/WARN/FAIL line each."
+
+func init() {
+	addCommand(&command{name: "doctor", summary: doctorSummary, run: runDoctor})
+}
+
+// doctorLocalAPI lets a test run the command against a fake tailscaled; nil means the real one
+// on --tailscale-socket.
+var doctorLocalAPI doctor.LocalAPI
+
+func runDoctor(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("doctor", doctorSummary+"\nExit status: 1 when any check FAILs, 0 otherwise.", stdout, stderr)
+	stateDir := fs.String("state-dir", "", "state folder (default $PHASE_CONSOLE_STATE_HOME, $XDG_STATE_HOME/phase-console or ~/.local/state/phase-console)")
+	tsSocket := fs.String("tailscale-socket", "", "tailscaled's LocalAPI socket (default: tailscaled's usual socket)")
+	port := fs.Int("port", 0, "the supervisor's port on 127.0.0.1 (default: the one in supervisor.addr, else 7420)")
+	unixSocket := fs.String("socket", "", "the unix socket that 'fleet serve --socket' listens on, if the set-up uses one")
+	if st, done := parseFlags(fs, args); done {
+		return st
+	}
+	if *port < 0 || *port > 65535 {
+		fmt.Fprintf(stderr, "fleet doctor: --port %d: want 1-65535\n", *port)
+		return 2
+	}
+	home, err := state.Home(*stateDir)
+	if err != nil {
+		fmt.Fprintf(stderr, "fleet doctor: %v\n", err)
+		return 2
+	}
+	sock := *unixSocket
+	if sock != "" {
+		if sock, err = filepath.Abs(sock); err != nil {
+			fmt.Fprintf(stderr, "fleet doctor: --socket: %v\n", err)
+			return 2
+		}
+	}
+	if *tsSocket == "" {
+		*tsSocket = paths.DefaultTailscaledSocket()
+	}
+	api := doctorLocalAPI
+	if api == nil {
+		api = &local.Client{Socket: *tsSocket, UseSocketOnly: true}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	checks := doctor.Run(ctx, doctor.Config{
+		StateHome:       home,
+		LocalAPI:        api,
+		TailscaleSocket: *tsSocket,
+		Port:            *port,
+		Socket:          sock,
+	})
+	for _, c := range checks {
+		fmt.Fprintln(stdout, c.String())
+	}
+	if doctor.Failed(checks) {
+		return 1
+	}
+	return 0
+}

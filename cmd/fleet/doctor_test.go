@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/phase-console/fleet/internal/state"
+	"tailscale.com/ipn"
+	"tailscale.com/ipn/ipnstate"
+)
+
+// doctorFakeTailscaled is a tailscaled for fleet doctor: Running on a kernel TUN, serving proxy.
+type doctorFakeTailscaled struct {
+	proxy string // "" : no Serve config
+	down  bool
+}
+
+func (f *doctorFakeTailscaled) StatusWithoutPeers(context.Context) (*ipnstate.Status, error) {
+	if f.down {
+		return nil, errors.New("connect: no such file or directory")
+	}
+	return &ipnstate.Status{Version: "1.102.5", BackendState: "Running", TUN: true,
+		Self: &ipnstate.PeerStatus{DNSName: "sup.example.ts.net."}}, nil
+}
+
+func (f *doctorFakeTailscaled) GetServeConfig(context.Context) (*ipn.ServeConfig, error) {
+	if f.proxy == "" {
+		return &ipn.ServeConfig{}, nil
+	}
+	return &ipn.ServeConfig{
+		TCP: map[uint16]*ipn.TCPPortHandler{443: {HTTPS: true}},
+		Web: map[ipn.HostPort]*ipn.WebServerConfig{"sup.example.ts.net:443": {Handlers: map[string]*ipn.HTTPHandler{"/": {Proxy: f.proxy}}}},
+	}, nil
+}
+
+func withDoctorTailscaled(t *testing.T, f *doctorFakeTailscaled) {
+	doctorLocalAPI = f
+	t.Cleanup(func() { doctorLocalAPI = nil })
+}
+
+// TestDoctor: one line per check; exit 0 when nothing FAILs, 1 when something does.
+func TestDoctor(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "state")
+	startSupervisor(t, home)
+	b, err := os.ReadFile(filepath.Join(state.FleetDir(home), state.AddrFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := strings.TrimSpace(string(b))
+
+	withDoctorTailscaled(t, &doctorFakeTailscaled{proxy: "http://" + addr})
+	st, out, errs := runFleet("doctor", "--state-dir", home)
+	if st != 0 || errs != "" {
+		t.Fatalf("healthy: exit %d, stderr %q, stdout\n%s", st, errs, out)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if !strings.HasPrefix(line, "OK   ") {
+			t.Errorf("healthy, not OK: %q", line)
+		}
+	}
+	for _, want := range []string{"tailscaled: reachable, version 1.102.5", "tailscale serve: https://sup.example.ts.net/ → http://" + addr, "funnel: off", "supervisor: answering at " + addr} {
+		if !strings.Contains(out, want) {
+			t.Errorf("healthy output lacks %q:\n%s", want, out)
+		}
+	}
+
+	withDoctorTailscaled(t, &doctorFakeTailscaled{})
+	st, out, _ = runFleet("doctor", "--state-dir", home)
+	if st != 1 || !strings.Contains(out, "FAIL tailscale serve: nothing proxies to http://"+addr+" — fix: tailscale serve --bg http://"+addr) {
+		t.Fatalf("no Serve config: exit %d\n%s", st, out)
+	}
+
+	withDoctorTailscaled(t, &doctorFakeTailscaled{down: true})
+	st, out, _ = runFleet("doctor", "--state-dir", home, "--tailscale-socket", "/nonexistent/tailscaled.sock")
+	if st != 1 || !strings.Contains(out, "FAIL tailscaled: cannot reach its LocalAPI at /nonexistent/tailscaled.sock") {
+		t.Fatalf("tailscaled down: exit %d\n%s", st, out)
+	}
+
+	tok, _ := state.ReadToken(filepath.Join(state.FleetDir(home), state.TokenFile))
+	if tok == "" || strings.Contains(out, tok) {
+		t.Fatalf("the token shows in the output (or could not be read)")
+	}
+}
+
+func TestDoctorFlags(t *testing.T) {
+	st, out, _ := runFleet("doctor", "--help")
+	if st != 0 {
+		t.Fatalf("--help: exit %d", st)
+	}
+	for _, flag := range []string{"-state-dir", "-tailscale-socket", "-port", "-socket"} {
+		if !strings.Contains(out, flag) {
+			t.Errorf("--help does not list %s:\n%s", flag, out)
+		}
+	}
+	if st, _, _ := runFleet("doctor", "--port", "70000"); st != 2 {
+		t.Errorf("--port 70000: exit %d, want 2", st)
+	}
+	if st, _, _ := runFleet("doctor", "extra"); st != 2 {
+		t.Errorf("a positional argument: exit %d, want 2", st)
+	}
+}
+
+// TestServeSocketFlag: fleet serve lists --socket, and refuses a socket in a too-open folder
+// before it binds anything (F1).
+func TestServeSocketFlag(t *testing.T) {
+	st, out, _ := runFleet("serve", "--help")
+	if st != 0 || !strings.Contains(out, "-socket") || !strings.Contains(out, "tailscale serve unix:PATH") {
+		t.Fatalf("serve --help: exit %d\n%s", st, out)
+	}
+	open := filepath.Join(t.TempDir(), "open")
+	if err := os.Mkdir(open, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(open, 0o755)
+	home := filepath.Join(t.TempDir(), "state")
+	st, _, errs := runFleet("serve", "--state-dir", home, "--port", "1", "--tailscaled-uid", "0", "--socket", filepath.Join(open, "serve.sock"))
+	if st != 1 || !strings.Contains(errs, "chmod 700 "+open) {
+		t.Fatalf("socket in a 0755 folder: exit %d, stderr %q", st, errs)
+	}
+}

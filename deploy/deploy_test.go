@@ -1,0 +1,325 @@
+package deploy
+
+import (
+	"bytes"
+	"context"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// unitLines returns the unit's settings as key → values, in order, without comments.
+func unitLines(t *testing.T, path string) map[string][]string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv := map[string][]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || line[0] == '#' || line[0] == ';' || line[0] == '[' {
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		if !ok {
+			t.Fatalf("%s: not key=value: %q", path, line)
+		}
+		kv[k] = append(kv[k], v)
+	}
+	return kv
+}
+
+// TestSystemdUnit_S1 checks what the unit promises without systemd: it runs `fleet serve` on the
+// loopback door only, writes only the state folder, and sandboxes the rest.
+func TestSystemdUnit_S1(t *testing.T) {
+	kv := unitLines(t, filepath.Join("systemd", "fleet.service"))
+	start := kv["ExecStart"]
+	if len(start) != 1 || !strings.HasPrefix(start[0], "%h/go/bin/fleet serve ") {
+		t.Errorf("ExecStart = %q, want %%h/go/bin/fleet serve …", start)
+	}
+	if strings.Contains(strings.ToLower(start[0]), "host") {
+		t.Errorf("ExecStart names a host (S1: never): %q", start[0])
+	}
+	want := map[string]string{
+		"PrivateUsers":             "yes",
+		"NoNewPrivileges":          "yes",
+		"ProtectSystem":            "strict",
+		"ProtectHome":              "read-only",
+		"ReadWritePaths":           "%h/.local/state/phase-console",
+		"PrivateTmp":               "yes",
+		"RestrictAddressFamilies":  "AF_UNIX AF_INET AF_INET6",
+		"RestrictNamespaces":       "yes",
+		"LockPersonality":          "yes",
+		"MemoryDenyWriteExecute":   "yes",
+		"SystemCallArchitectures":  "native",
+		"UMask":                    "0077",
+		"RuntimeDirectoryMode":     "0700",
+		"RestartPreventExitStatus": "1 2",
+	}
+	for k, v := range want {
+		if got := kv[k]; len(got) != 1 || got[0] != v {
+			t.Errorf("%s = %q, want %q", k, got, v)
+		}
+	}
+	if !strings.Contains(start[0], "--state-dir %h/.local/state/phase-console") {
+		t.Errorf("ExecStart does not pin --state-dir to the one writable folder: %q", start[0])
+	}
+}
+
+// TestSystemdAnalyzeVerify runs `systemd-analyze verify --user` on the unit, in a made-up home
+// whose ~/go/bin/fleet exists, and fails on anything it says.
+func TestSystemdAnalyzeVerify(t *testing.T) {
+	sa, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		t.Skip("systemd-analyze is not installed: the unit's syntax was not verified (TestSystemdUnit_S1 still checks its settings)")
+	}
+	home := t.TempDir()
+	bin := filepath.Join(home, "go", "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bin, "fleet"), []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	runtime := filepath.Join(t.TempDir(), "run")
+	if err := os.Mkdir(runtime, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	unitDir := t.TempDir()
+	src, err := os.ReadFile(filepath.Join("systemd", "fleet.service"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	unit := filepath.Join(unitDir, "fleet.service")
+	if err := os.WriteFile(unit, src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, sa, "verify", "--user", unit)
+	cmd.Env = append(os.Environ(), "HOME="+home, "XDG_RUNTIME_DIR="+runtime, "SYSTEMD_LOG_COLOR=0", "SYSTEMD_PAGER=")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err = cmd.Run()
+	text := strings.TrimSpace(out.String())
+	if ctx.Err() != nil {
+		t.Skipf("systemd-analyze verify --user did not finish in this environment: %s", text)
+	}
+	if strings.Contains(text, "Failed to initialize manager") || strings.Contains(text, "Failed to lookup RuntimeDirectory") {
+		t.Skipf("systemd-analyze verify --user cannot run here (no user manager environment): %s", text)
+	}
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatalf("systemd-analyze: %v", err)
+	}
+	if err != nil || text != "" {
+		t.Fatalf("systemd-analyze verify --user fleet.service: %v\n%s", err, text)
+	}
+}
+
+// plistValue decodes the one value element that starts at se: dict → map[string]any, array →
+// []any, string/integer → string, true/false → bool.
+func plistValue(d *xml.Decoder, se xml.StartElement) (any, error) {
+	switch se.Name.Local {
+	case "dict":
+		m := map[string]any{}
+		var key string
+		haveKey := false
+		for {
+			tok, err := d.Token()
+			if err != nil {
+				return nil, err
+			}
+			switch tok := tok.(type) {
+			case xml.StartElement:
+				if tok.Name.Local == "key" {
+					if haveKey {
+						return nil, fmt.Errorf("key %q without a value", key)
+					}
+					var k string
+					if err := d.DecodeElement(&k, &tok); err != nil {
+						return nil, err
+					}
+					key, haveKey = k, true
+					continue
+				}
+				if !haveKey {
+					return nil, fmt.Errorf("<%s> without a key", tok.Name.Local)
+				}
+				v, err := plistValue(d, tok)
+				if err != nil {
+					return nil, err
+				}
+				if _, dup := m[key]; dup {
+					return nil, fmt.Errorf("key %q twice", key)
+				}
+				m[key], haveKey = v, false
+			case xml.EndElement:
+				if haveKey {
+					return nil, fmt.Errorf("key %q without a value", key)
+				}
+				return m, nil
+			}
+		}
+	case "array":
+		var a []any
+		for {
+			tok, err := d.Token()
+			if err != nil {
+				return nil, err
+			}
+			switch tok := tok.(type) {
+			case xml.StartElement:
+				v, err := plistValue(d, tok)
+				if err != nil {
+					return nil, err
+				}
+				a = append(a, v)
+			case xml.EndElement:
+				return a, nil
+			}
+		}
+	case "string", "integer":
+		var s string
+		err := d.DecodeElement(&s, &se)
+		return s, err
+	case "true", "false":
+		return se.Name.Local == "true", d.Skip()
+	default:
+		return nil, fmt.Errorf("unexpected <%s>", se.Name.Local)
+	}
+}
+
+func parsePlist(t *testing.T, path string) map[string]any {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	d := xml.NewDecoder(f)
+	d.Strict = true
+	for {
+		tok, err := d.Token()
+		if err == io.EOF {
+			t.Fatalf("%s: no <plist>", path)
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		se, ok := tok.(xml.StartElement)
+		if !ok {
+			continue
+		}
+		if se.Name.Local != "plist" {
+			t.Fatalf("%s: root <%s>, want <plist>", path, se.Name.Local)
+		}
+		for {
+			tok, err := d.Token()
+			if err != nil {
+				t.Fatalf("%s: %v", path, err)
+			}
+			if se, ok := tok.(xml.StartElement); ok {
+				v, err := plistValue(d, se)
+				if err != nil {
+					t.Fatalf("%s: %v", path, err)
+				}
+				m, ok := v.(map[string]any)
+				if !ok {
+					t.Fatalf("%s: the top value is not a dict", path)
+				}
+				// Nothing but whitespace and </plist> may follow.
+				for {
+					tok, err := d.Token()
+					if err == io.EOF {
+						return m
+					}
+					if err != nil {
+						t.Fatalf("%s: %v", path, err)
+					}
+					switch tok := tok.(type) {
+					case xml.CharData:
+						if len(bytes.TrimSpace(tok)) != 0 {
+							t.Fatalf("%s: text after the dict", path)
+						}
+					case xml.EndElement, xml.Comment:
+					default:
+						t.Fatalf("%s: unexpected %T after the dict", path, tok)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestLaunchdPlist_S1: the LaunchAgent parses, is named after its file, runs `fleet serve` on
+// the loopback door only, restarts on failure, and creates files private to the user.
+func TestLaunchdPlist_S1(t *testing.T) {
+	m := parsePlist(t, filepath.Join("launchd", "dev.fleet.supervisor.plist"))
+	if m["Label"] != "dev.fleet.supervisor" {
+		t.Errorf("Label = %v, want dev.fleet.supervisor (the file's name)", m["Label"])
+	}
+	args, _ := m["ProgramArguments"].([]any)
+	if len(args) != 3 || args[0] != "/bin/sh" || args[1] != "-c" {
+		t.Fatalf("ProgramArguments = %v, want /bin/sh -c 'exec … fleet serve …'", args)
+	}
+	script, _ := args[2].(string)
+	if !strings.HasPrefix(script, "exec /usr/local/bin/fleet serve ") || !strings.Contains(script, `2>>"$HOME/Library/Logs/fleet.log"`) {
+		t.Errorf("script = %q", script)
+	}
+	if strings.Contains(strings.ToLower(script), "host") || strings.Contains(script, ";") || strings.Contains(script, "&&") {
+		t.Errorf("script does more than exec fleet serve on loopback: %q", script)
+	}
+	if m["RunAtLoad"] != true {
+		t.Errorf("RunAtLoad = %v, want true", m["RunAtLoad"])
+	}
+	if ka, _ := m["KeepAlive"].(map[string]any); ka["SuccessfulExit"] != false {
+		t.Errorf("KeepAlive = %v, want {SuccessfulExit: false}", m["KeepAlive"])
+	}
+	if m["Umask"] != "63" {
+		t.Errorf("Umask = %v, want 63 (077)", m["Umask"])
+	}
+	for k := range m {
+		switch k {
+		case "Label", "ProgramArguments", "RunAtLoad", "KeepAlive", "ThrottleInterval", "ProcessType", "Umask":
+		default:
+			t.Errorf("unexpected key %q", k)
+		}
+	}
+}
+
+// TestServeDoc_S2: the Serve guide carries the exact commands, and never suggests Funnel.
+func TestServeDoc_S2(t *testing.T) {
+	b, err := os.ReadFile("tailscale-serve.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	for _, want := range []string{
+		"tailscale serve --bg http://127.0.0.1:7420",
+		"tailscale serve --bg unix:",
+		"tailscale serve status",
+		"tailscale serve --https=443 off",
+		"tailscale funnel --https=443 off",
+		"fleet doctor",
+	} {
+		if !strings.Contains(doc, want) {
+			t.Errorf("tailscale-serve.md lacks %q", want)
+		}
+	}
+	for _, line := range strings.Split(doc, "\n") {
+		l := strings.TrimSpace(line)
+		if strings.HasPrefix(l, "tailscale funnel") && !strings.HasSuffix(l, " off") && !strings.HasPrefix(l, "tailscale funnel status") {
+			t.Errorf("the guide turns Funnel on: %q", l)
+		}
+	}
+}

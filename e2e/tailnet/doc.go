@@ -1,0 +1,22 @@
+// Package tailnet proves fleet's identity rules on a real tailnet, inside one `go test` process,
+// with no internet: a control server (tailscale.com/tstest/integration/testcontrol), a DERP relay
+// and STUN on 127.0.0.1, and tsnet nodes.
+//
+//	user nodes "alice", "bob"  ─┐
+//	tagged node "robot"        ─┼─ HTTP :80 ─▶ node "sup" (Tailscale Serve) ─▶ 127.0.0.1:<port> supervisor ─▶ echo console "alpha"
+//	(tag:robot)                ─┘                         LocalAPI ◀── WhoIs, status ──┘
+//
+// The supervisor is the real one (supervisor.New + Serve), verifying callers through sup's
+// LocalAPI. tsnet runs in this process, so the uid that owns Serve's backend connections (S5a)
+// is os.Getuid(). Serve is HTTP on port 80 (HTTPS needs a certificate hook only tsnet's own tests
+// can set).
+//
+// What a real tailnet cannot produce here is a netstack direct forward to 127.0.0.1 (tsnet never
+// forwards unhandled ports to localhost), so S5b is proven with a LocalAPI wrapper whose WhoIs
+// recognises one test connection's ip:port as a tailnet peer — the answer real tailscaled gives
+// with --tun=userspace-networking.
+//
+// The package holds only tests; it lives apart so that the rest of `go test ./...` stays fast and
+// runs beside it. Its cold build (tsnet + testcontrol) takes minutes on two cores; once built, the
+// tailnet is up in about a second.
+package tailnet

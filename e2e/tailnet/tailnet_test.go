@@ -1,0 +1,608 @@
+package tailnet
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/phase-console/fleet/doctor"
+	"github.com/phase-console/fleet/internal/state"
+	"github.com/phase-console/fleet/proxy"
+	"github.com/phase-console/fleet/supervisor"
+	"tailscale.com/client/local"
+	"tailscale.com/client/tailscale/apitype"
+	"tailscale.com/ipn"
+	"tailscale.com/ipn/store/mem"
+	"tailscale.com/logtail"
+	"tailscale.com/net/netns"
+	"tailscale.com/tailcfg"
+	"tailscale.com/tsnet"
+	"tailscale.com/tstest/integration"
+	"tailscale.com/tstest/integration/testcontrol"
+	"tailscale.com/types/logger"
+)
+
+var verbose = flag.Bool("verbose-tailnet", false, "print the logs of control, DERP, the tsnet nodes and the supervisor")
+
+const (
+	magicDNSDomain = "tail-scale.ts.net"
+	robotTag       = "tag:robot"
+	// testBudget bounds the whole test: every wait below is bounded by it.
+	testBudget = 3 * time.Minute
+)
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	// No log upload, ever (tsnet skips its logger under `go test`; this makes sure).
+	logtail.Disable()
+	// Corp#4520, as tsnet's own tests: no socket marks, no SO_BINDTODEVICE.
+	netns.SetEnabled(false)
+	os.Exit(m.Run())
+}
+
+// A node is one tsnet node of the test tailnet.
+type node struct {
+	name  string
+	srv   *tsnet.Server
+	lc    *local.Client
+	ip    netip.Addr // its Tailscale IPv4
+	login string     // WhoIs's login for it, as sup sees it
+}
+
+// logf is a Logf that goes quiet when the test is over (tsnet logs from its goroutines).
+func logf(t *testing.T, done *atomic.Bool, prefix string) logger.Logf {
+	if !*verbose {
+		return logger.Discard
+	}
+	return func(format string, args ...any) {
+		if !done.Load() {
+			t.Logf(prefix+format, args...)
+		}
+	}
+}
+
+// startControl runs DERP+STUN and a control server on 127.0.0.1. robotTag may be claimed by a
+// node at sign-up (TagOwners).
+func startControl(t *testing.T, done *atomic.Bool) string {
+	derpMap := integration.RunDERPAndSTUN(t, logf(t, done, "derp: "), "127.0.0.1")
+	control := &testcontrol.Server{
+		DERPMap:        derpMap,
+		DNSConfig:      &tailcfg.DNSConfig{Proxied: true},
+		MagicDNSDomain: magicDNSDomain,
+		TagOwners:      map[string][]string{robotTag: nil},
+		Logf:           logf(t, done, "control: "),
+	}
+	control.HTTPTestServer = httptest.NewUnstartedServer(control)
+	control.HTTPTestServer.Start()
+	t.Cleanup(control.HTTPTestServer.Close)
+	return control.HTTPTestServer.URL
+}
+
+func startNode(t *testing.T, ctx context.Context, done *atomic.Bool, controlURL, name string, tags ...string) *node {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), name)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	s := &tsnet.Server{
+		Dir:           dir,
+		ControlURL:    controlURL,
+		Hostname:      name,
+		Store:         new(mem.Store),
+		Ephemeral:     true,
+		AdvertiseTags: tags,
+		Logf:          logf(t, done, name+": "),
+		UserLogf:      logf(t, done, name+": "),
+	}
+	t.Cleanup(func() { s.Close() })
+	st, err := s.Up(ctx)
+	if err != nil {
+		t.Fatalf("node %s: %v", name, err)
+	}
+	lc, err := s.LocalClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitHomeDERP(t, ctx, s)
+	return &node{name: name, srv: s, lc: lc, ip: st.TailscaleIPs[0]}
+}
+
+// waitHomeDERP waits until s has a home DERP region and has heard from it (as tsnet's tests do),
+// so that the first packets to it are not dropped as "peer gone".
+func waitHomeDERP(t *testing.T, ctx context.Context, s *tsnet.Server) {
+	t.Helper()
+	h := s.Sys().HealthTracker.Get()
+	ms := s.Sys().MagicSock.Get()
+	for {
+		if r := ms.GetLastNetcheckReport(ctx); r != nil && r.PreferredDERP != 0 && !h.GetDERPRegionReceivedTime(r.PreferredDERP).IsZero() {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("waiting for home DERP: %v", ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// seen is one request as it reached the echo console.
+type seen struct {
+	method string
+	path   string
+	header http.Header
+}
+
+// echoConsole records everything that reaches it, by path.
+type echoConsole struct {
+	srv  *httptest.Server
+	mu   sync.Mutex
+	seen map[string][]seen
+}
+
+func newEchoConsole(t *testing.T) *echoConsole {
+	e := &echoConsole{seen: map[string][]seen{}}
+	e.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		e.mu.Lock()
+		e.seen[r.URL.Path] = append(e.seen[r.URL.Path], seen{method: r.Method, path: r.URL.Path, header: r.Header.Clone()})
+		e.mu.Unlock()
+		w.Header().Set("X-Echo", "alpha")
+		io.WriteString(w, "alpha saw "+r.URL.Path)
+	}))
+	t.Cleanup(e.srv.Close)
+	return e
+}
+
+func (e *echoConsole) at(path string) []seen {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]seen(nil), e.seen[path]...)
+}
+
+// directAPI is sup's LocalAPI, except that WhoIs recognises the ip:port of connections named in
+// direct as the tailnet peer asIP: what real tailscaled answers for a netstack direct forward
+// under userspace networking (S5b), which tsnet cannot produce.
+type directAPI struct {
+	*local.Client
+	asIP   netip.Addr
+	mu     sync.Mutex
+	direct map[string]bool
+}
+
+func (d *directAPI) WhoIs(ctx context.Context, addr string) (*apitype.WhoIsResponse, error) {
+	d.mu.Lock()
+	hit := d.direct[addr]
+	d.mu.Unlock()
+	if hit {
+		return d.Client.WhoIs(ctx, d.asIP.String())
+	}
+	return d.Client.WhoIs(ctx, addr)
+}
+
+func (d *directAPI) markDirect(addr string) {
+	d.mu.Lock()
+	d.direct[addr] = true
+	d.mu.Unlock()
+}
+
+// countingListener counts the connections the supervisor accepts. It hands out the accepted
+// *net.TCPConn itself, so the supervisor judges the real connection.
+type countingListener struct {
+	net.Listener
+	accepted atomic.Int64
+}
+
+func (l *countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.accepted.Add(1)
+	}
+	return c, err
+}
+
+// fixture is the whole tailnet with fleet on it.
+type fixture struct {
+	ctx     context.Context
+	sup     *node
+	supFQDN string
+	alice   *node
+	bob     *node
+	robot   *node
+	console *echoConsole
+	api     *directAPI
+	ln      *countingListener
+	home    string
+	port    int
+}
+
+func startFixture(t *testing.T) *fixture {
+	ctx, cancel := context.WithTimeout(context.Background(), testBudget)
+	t.Cleanup(cancel)
+	var done atomic.Bool
+	t.Cleanup(func() { done.Store(true) })
+	began := time.Now()
+
+	controlURL := startControl(t, &done)
+	f := &fixture{ctx: ctx}
+	f.sup = startNode(t, ctx, &done, controlURL, "sup")
+	f.alice = startNode(t, ctx, &done, controlURL, "alice")
+	f.bob = startNode(t, ctx, &done, controlURL, "bob")
+	f.robot = startNode(t, ctx, &done, controlURL, "robot", robotTag)
+
+	st, err := f.sup.lc.StatusWithoutPeers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.supFQDN = strings.TrimSuffix(st.Self.DNSName, ".")
+	if st.TUN {
+		t.Fatalf("tsnet reports TUN:true; the S5b checks below need userspace networking")
+	}
+
+	// sup must know every client before Serve can name it: wait until WhoIs of each answers.
+	for _, n := range []*node{f.alice, f.bob, f.robot} {
+		who := waitWhoIs(t, ctx, f.sup.lc, n.ip)
+		n.login = who.UserProfile.LoginName
+		if tagged := who.Node.IsTagged(); tagged != (n == f.robot) {
+			t.Fatalf("node %s: IsTagged = %v", n.name, tagged)
+		}
+	}
+	if f.alice.login == f.bob.login || !strings.HasSuffix(f.alice.login, "@fake-control.example.net") {
+		t.Fatalf("logins %q and %q: want two different testcontrol users", f.alice.login, f.bob.login)
+	}
+
+	// The console and the supervisor, as fleet serve would run them.
+	f.console = newEchoConsole(t)
+	f.home = filepath.Join(t.TempDir(), "state")
+	f.api = &directAPI{Client: f.sup.lc, asIP: f.alice.ip, direct: map[string]bool{}}
+	logOut := io.Discard
+	if *verbose {
+		logOut = os.Stderr
+	}
+	srv, err := supervisor.New(supervisor.Config{
+		StateHome:     f.home,
+		LocalAPI:      f.api,
+		TailscaledUID: os.Getuid(), // tsnet runs in this process: its backend connections are ours
+		Logger:        slog.New(slog.NewJSONHandler(logOut, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.Registry().Put(supervisor.Console{ID: "alpha", Addr: f.console.srv.Listener.Addr().String(), Name: "Alpha"}); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.ln = &countingListener{Listener: raw}
+	f.port = raw.Addr().(*net.TCPAddr).Port
+	go srv.Serve(f.ln)
+	t.Cleanup(func() { srv.Close() })
+	// What ListenAndServe writes, for fleet doctor.
+	if err := state.WriteFileAtomic(filepath.Join(state.FleetDir(f.home), state.AddrFile), []byte(raw.Addr().String()+"\n")); err != nil {
+		t.Fatal(err)
+	}
+
+	// Publish it: tailscale serve --http=80 http://127.0.0.1:<port>.
+	if err := f.sup.lc.SetServeConfig(ctx, f.serveConfig()); err != nil {
+		t.Fatal(err)
+	}
+	// Every client must reach Serve before the checks start: retry one request each until
+	// fleet answers it (any answer that carries fleet's reason header or the console's).
+	for _, n := range []*node{f.alice, f.bob, f.robot} {
+		f.waitReach(t, n)
+	}
+	t.Logf("tailnet with 4 nodes, Serve and fleet up in %v", time.Since(began).Round(time.Millisecond))
+	return f
+}
+
+func (f *fixture) serveConfig() *ipn.ServeConfig {
+	return &ipn.ServeConfig{
+		TCP: map[uint16]*ipn.TCPPortHandler{80: {HTTP: true}},
+		Web: map[ipn.HostPort]*ipn.WebServerConfig{
+			ipn.HostPort(f.supFQDN + ":80"): {Handlers: map[string]*ipn.HTTPHandler{
+				"/": {Proxy: "http://127.0.0.1:" + strconv.Itoa(f.port)},
+			}},
+		},
+	}
+}
+
+func waitWhoIs(t *testing.T, ctx context.Context, lc *local.Client, ip netip.Addr) *apitype.WhoIsResponse {
+	t.Helper()
+	for {
+		who, err := lc.WhoIs(ctx, ip.String())
+		if err == nil && who.Node != nil && who.UserProfile != nil {
+			return who
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("WhoIs(%v) never answered: %v (last: %v)", ip, ctx.Err(), err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func (f *fixture) waitReach(t *testing.T, n *node) {
+	t.Helper()
+	for {
+		resp, err := f.get(n, "/c/alpha/ready", nil)
+		if err == nil && (resp.Header.Get("X-Fleet-Reason") != "" || resp.Header.Get("X-Echo") != "") {
+			return
+		}
+		select {
+		case <-f.ctx.Done():
+			t.Fatalf("node %s never reached fleet through Serve: %v (last: %v)", n.name, f.ctx.Err(), err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// get sends a request from node n to sup's Serve, by address with sup's name as Host (Serve
+// picks its handler by Host), with extra headers written exactly as given.
+func (f *fixture) get(n *node, path string, extra [][2]string) (*http.Response, error) {
+	return f.do(n, http.MethodGet, path, extra)
+}
+
+func (f *fixture) do(n *node, method, path string, extra [][2]string) (*http.Response, error) {
+	ctx, cancel := context.WithTimeout(f.ctx, 20*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+f.sup.ip.String()+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Host = f.supFQDN
+	for _, h := range extra {
+		req.Header[h[0]] = append(req.Header[h[0]], h[1]) // no canonicalising: the bytes as given
+	}
+	resp, err := n.srv.HTTPClient().Do(req)
+	if err != nil {
+		return nil, err
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp, nil
+}
+
+func (f *fixture) mustDo(t *testing.T, n *node, method, path string, extra ...[2]string) *http.Response {
+	t.Helper()
+	resp, err := f.do(n, method, path, extra)
+	if err != nil {
+		t.Fatalf("%s %s from %s: %v", method, path, n.name, err)
+	}
+	return resp
+}
+
+func wantRefused(t *testing.T, resp *http.Response, status int, reason string) {
+	t.Helper()
+	if resp.StatusCode != status || resp.Header.Get("X-Fleet-Reason") != reason {
+		t.Fatalf("got %d %q, want %d %q", resp.StatusCode, resp.Header.Get("X-Fleet-Reason"), status, reason)
+	}
+}
+
+// forwarded checks that exactly one request reached the console at path, asserted as login from
+// ip, and returns it.
+func (f *fixture) forwarded(t *testing.T, resp *http.Response, path, login string, ip netip.Addr) seen {
+	t.Helper()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Echo") != "alpha" {
+		t.Fatalf("%s: got %d %q, want 200 from the console", path, resp.StatusCode, resp.Header.Get("X-Fleet-Reason"))
+	}
+	got := f.console.at(strings.TrimPrefix(path, "/c/alpha"))
+	if len(got) != 1 {
+		t.Fatalf("%s: the console saw it %d times, want once", path, len(got))
+	}
+	s := got[0]
+	if v := s.header.Values(proxy.HeaderFleetLogin); len(v) != 1 || v[0] != login {
+		t.Errorf("%s: %s = %q, want [%q]", path, proxy.HeaderFleetLogin, v, login)
+	}
+	if v := s.header.Values(proxy.HeaderFleet); len(v) != 1 || v[0] == "" {
+		t.Errorf("%s: the fleet token was not asserted", path)
+	}
+	if v := s.header.Values("X-Forwarded-For"); len(v) != 1 || v[0] != ip.String() {
+		t.Errorf("%s: X-Forwarded-For = %q, want [%q]", path, v, ip)
+	}
+	return s
+}
+
+func (f *fixture) notForwarded(t *testing.T, path string) {
+	t.Helper()
+	if got := f.console.at(strings.TrimPrefix(path, "/c/alpha")); len(got) != 0 {
+		t.Fatalf("%s reached the console %d times; it must never", path, len(got))
+	}
+}
+
+// TestTailnet brings one tailnet up and proves each rule on it; the subtests share it and run in
+// order.
+func TestTailnet(t *testing.T) {
+	f := startFixture(t)
+
+	t.Run("S5_user_login_asserted", func(t *testing.T) {
+		for _, n := range []*node{f.alice, f.bob} {
+			path := "/c/alpha/s5/" + n.name
+			f.forwarded(t, f.mustDo(t, n, "GET", path), path, n.login, n.ip)
+		}
+	})
+
+	t.Run("S5_two_users_one_backend_connection", func(t *testing.T) {
+		before := f.ln.accepted.Load()
+		order := []*node{f.alice, f.bob, f.alice, f.bob}
+		for i, n := range order {
+			path := fmt.Sprintf("/c/alpha/s5-shared/%d-%s", i, n.name)
+			f.forwarded(t, f.mustDo(t, n, "GET", path), path, n.login, n.ip)
+		}
+		// tailscaled keeps one backend connection to the supervisor and sends every user's
+		// requests over it; the logins above were still told apart, request by request.
+		if opened := f.ln.accepted.Load() - before; opened > 1 {
+			t.Errorf("Serve opened %d backend connections for %d sequential requests; want them on one (this test is about sharing it)", opened, len(order))
+		} else {
+			t.Logf("%d requests of 2 users over %d new backend connection(s) (0: the one already open)", len(order), opened)
+		}
+	})
+
+	t.Run("S5c_tagged_node_refused", func(t *testing.T) {
+		path := "/c/alpha/s5c/robot"
+		wantRefused(t, f.mustDo(t, f.robot, "GET", path), http.StatusForbidden, "tagged-node")
+		f.notForwarded(t, path)
+		// A tagged node cannot borrow a user's login by writing Serve's header itself.
+		path = "/c/alpha/s5c/robot-forged"
+		wantRefused(t, f.mustDo(t, f.robot, "GET", path, [2]string{"Tailscale-User-Login", f.alice.login}), http.StatusForbidden, "tagged-node")
+		f.notForwarded(t, path)
+	})
+
+	t.Run("S4_forged_identity_headers_stripped", func(t *testing.T) {
+		path := "/c/alpha/s4/forged"
+		resp := f.mustDo(t, f.alice, "GET", path,
+			[2]string{"Tailscale-User-Login", f.bob.login},
+			[2]string{"Tailscale-User-Name", "Bob"},
+			[2]string{"X-Forwarded-For", f.bob.ip.String()},
+			[2]string{"Tailscale_User_Login", f.bob.login},
+			[2]string{"X_Forwarded_For", f.bob.ip.String()},
+			[2]string{"X-Real-Ip", f.bob.ip.String()},
+			[2]string{"Forwarded", "for=" + f.bob.ip.String()},
+			[2]string{"X-Forwarded-Host", "evil.example"},
+			[2]string{"X-Webauth-User", f.bob.login},
+		)
+		s := f.forwarded(t, resp, path, f.alice.login, f.alice.ip)
+		for name, vals := range s.header {
+			folded := proxy.FoldName(name)
+			if strings.HasPrefix(folded, "tailscale-") || folded == "x-real-ip" || folded == "forwarded" || strings.HasPrefix(folded, "x-webauth-") {
+				t.Errorf("the console saw %s: %q", name, vals)
+			}
+			for _, v := range vals {
+				if strings.Contains(v, f.bob.login) || strings.Contains(v, f.bob.ip.String()) || strings.Contains(v, "evil.example") {
+					t.Errorf("the console saw the forged %s: %q", name, v)
+				}
+			}
+		}
+		if v := s.header.Values("X-Forwarded-Host"); len(v) != 1 || v[0] != f.supFQDN {
+			t.Errorf("X-Forwarded-Host = %q, want [%q]", v, f.supFQDN)
+		}
+	})
+
+	t.Run("S3_assertion_headers_refused", func(t *testing.T) {
+		for i, h := range [][2]string{
+			{"X-Phase-Console-Fleet-Login", f.bob.login},
+			{"X-Phase-Console-Fleet", "guess"},
+			{"x_phase_console_fleet_login", f.bob.login},
+			{"X-Phase-Console-Fleet-Login", ""},
+		} {
+			path := fmt.Sprintf("/c/alpha/s3/%d", i)
+			wantRefused(t, f.mustDo(t, f.alice, "GET", path, h), http.StatusBadRequest, "assertion-sent")
+			f.notForwarded(t, path)
+		}
+	})
+
+	t.Run("S7_hooks_refused", func(t *testing.T) {
+		for _, m := range []string{"GET", "POST"} {
+			for _, path := range []string{"/c/alpha/hooks", "/c/alpha/hooks/permission-request", "/c/alpha/Hooks/x"} {
+				wantRefused(t, f.mustDo(t, f.alice, m, path), http.StatusForbidden, "hooks")
+				f.notForwarded(t, path)
+			}
+		}
+	})
+
+	t.Run("S5b_direct_connection_refused", func(t *testing.T) {
+		// A connection to the supervisor that tailscaled's WhoIs recognises as a tailnet peer —
+		// a netstack forward straight to 127.0.0.1 — is refused, whatever it claims.
+		raw := func(path string, direct bool) (int, string) {
+			t.Helper()
+			d := net.Dialer{}
+			c, err := d.DialContext(f.ctx, "tcp4", "127.0.0.1:"+strconv.Itoa(f.port))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(20 * time.Second))
+			if direct {
+				f.api.markDirect(c.LocalAddr().String())
+			}
+			fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: %s\r\nX-Forwarded-For: %s\r\nTailscale-User-Login: %s\r\nConnection: close\r\n\r\n",
+				path, f.supFQDN, f.alice.ip, f.alice.login)
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			return resp.StatusCode, resp.Header.Get("X-Fleet-Reason")
+		}
+		path := "/c/alpha/s5b/direct"
+		if st, reason := raw(path, true); st != http.StatusUnauthorized || reason != "unverified" {
+			t.Fatalf("direct connection: %d %q, want 401 unverified", st, reason)
+		}
+		f.notForwarded(t, path)
+		// The control: the same bytes from the same uid on a connection that WhoIs does not
+		// recognise pass — so it was S5b that refused the first.
+		path = "/c/alpha/s5b/control"
+		if st, reason := raw(path, false); st != http.StatusOK {
+			t.Fatalf("control connection: %d %q, want 200", st, reason)
+		}
+		if got := f.console.at(strings.TrimPrefix(path, "/c/alpha")); len(got) != 1 || got[0].header.Get(proxy.HeaderFleetLogin) != f.alice.login {
+			t.Fatalf("control: the console saw %v", got)
+		}
+	})
+
+	t.Run("doctor_healthy_serve_config", func(t *testing.T) {
+		checks := doctor.Run(f.ctx, doctor.Config{StateHome: f.home, LocalAPI: f.sup.lc, Port: f.port})
+		var report strings.Builder
+		for _, c := range checks {
+			report.WriteString(c.String() + "\n")
+		}
+		t.Logf("fleet doctor against sup's LocalAPI:\n%s", report.String())
+		wantStatus := map[string]doctor.Status{
+			"tailscaled":      doctor.OK,
+			"tailscaled mode": doctor.Warn, // tsnet is userspace networking
+			"tailscale serve": doctor.OK,
+			"funnel":          doctor.OK,
+			"state folder":    doctor.OK,
+			"fleet.token":     doctor.OK,
+			"supervisor":      doctor.OK,
+		}
+		for _, c := range checks {
+			if w, ok := wantStatus[c.Name]; ok {
+				if c.Status != w {
+					t.Errorf("%s: %v, want %v", c.Name, c.Status, w)
+				}
+				delete(wantStatus, c.Name)
+			}
+		}
+		for name := range wantStatus {
+			t.Errorf("no %q check", name)
+		}
+		wantServe := fmt.Sprintf("http://%s/ → http://127.0.0.1:%d", f.supFQDN, f.port)
+		if !strings.Contains(report.String(), wantServe) {
+			t.Errorf("the serve line does not say %q", wantServe)
+		}
+		if doctor.Failed(checks) {
+			t.Errorf("doctor failed a healthy set-up")
+		}
+	})
+
+	t.Run("doctor_serve_removed", func(t *testing.T) {
+		if err := f.sup.lc.SetServeConfig(f.ctx, &ipn.ServeConfig{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.sup.lc.SetServeConfig(f.ctx, f.serveConfig()) })
+		checks := doctor.Run(f.ctx, doctor.Config{StateHome: f.home, LocalAPI: f.sup.lc, Port: f.port})
+		var report strings.Builder
+		for _, c := range checks {
+			report.WriteString(c.String() + "\n")
+		}
+		t.Logf("fleet doctor with no Serve config:\n%s", report.String())
+		if !doctor.Failed(checks) || !strings.Contains(report.String(), "FAIL tailscale serve: nothing proxies to http://127.0.0.1:"+strconv.Itoa(f.port)) {
+			t.Errorf("want a FAIL for the missing Serve config")
+		}
+	})
+}
