@@ -1,0 +1,632 @@
+package browser
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"io"
+	"log"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/netip"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+	"tailscale.com/client/local"
+	"tailscale.com/client/tailscale/apitype"
+	"tailscale.com/ipn/ipnstate"
+	"tailscale.com/tailcfg"
+
+	"github.com/phase-console/fleet/console"
+	"github.com/phase-console/fleet/console/refconsole"
+	"github.com/phase-console/fleet/supervisor"
+)
+
+const (
+	chromiumPath = "/usr/bin/chromium"
+
+	aliceIP = "100.101.102.103"
+	alice   = "alice@example.com"
+	tsName  = "sup.tail1234.ts.net"
+	selfIP  = "100.101.102.1"
+
+	// testBudget bounds the whole test, browser included.
+	testBudget = 100 * time.Second
+	// stepBudget bounds each subtest's browser work.
+	stepBudget = 20 * time.Second
+)
+
+// TestBrowser_S6_S7_S9_S12 opens the reference console through the supervisor in chromium and
+// checks what the page shows, that its streams work, and what the door refuses.
+func TestBrowser_S6_S7_S9_S12(t *testing.T) {
+	start := time.Now()
+	root, cancel := context.WithTimeout(context.Background(), testBudget)
+	defer cancel()
+
+	needChromium(t)
+	f := startFleet(t)
+	browser := startBrowser(t, root)
+	t.Logf("fleet and chromium up in %v", time.Since(start).Round(time.Millisecond))
+	pageURL := f.serveURL + "/c/ref/"
+
+	t.Run("S6 C4 page shows remote scope and login", func(t *testing.T) {
+		ctx := newTab(t, browser)
+		resp, err := chromedp.Run(ctx, chromedp.NavigateResponse(pageURL))
+		if err != nil {
+			t.Fatalf("navigate %s: %v", pageURL, err)
+		}
+		if resp.Status != http.StatusOK {
+			t.Fatalf("navigate %s: status %d, want 200", pageURL, resp.Status)
+		}
+		scope, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID("scope")))
+		if err != nil {
+			t.Fatalf("reading #scope: %v", err)
+		}
+		login, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID("login")))
+		if err != nil {
+			t.Fatalf("reading #login: %v", err)
+		}
+		if scope != "remote" || login != alice {
+			t.Errorf("the page shows scope %q, login %q; want %q, %q", scope, login, "remote", alice)
+		}
+		// The console believed the supervisor's assertion for exactly that login (S6).
+		if got := f.console.find(func(r request) bool { return r.Method == "GET" && r.Path == "/" }); len(got) == 0 || got[0].Login != alice {
+			t.Errorf("the console's view of GET /: %+v; want the asserted login %q", got, alice)
+		}
+	})
+
+	t.Run("S9 SSE ticks arrive in the page", func(t *testing.T) {
+		ctx := newTab(t, browser)
+		if err := chromedp.Do(ctx, chromedp.Navigate(pageURL)); err != nil {
+			t.Fatalf("navigate: %v", err)
+		}
+		// Every value #tick takes, recorded on each DOM change, until it has shown three numbers.
+		seen, err := chromedp.Run(ctx, chromedp.PollFunction[[]string](`() => {
+			const v = document.getElementById("tick").textContent;
+			const seen = window.__ticks || (window.__ticks = []);
+			if (seen[seen.length - 1] !== v) seen.push(v);
+			return seen.filter((s) => /^[0-9]+$/.test(s)).length >= 3 ? seen : null;
+		}`, chromedp.WithPollingMutation(), chromedp.WithPollingTimeout(stepBudget)))
+		if err != nil {
+			t.Fatalf("waiting for #tick to change: %v", err)
+		}
+		var nums []int
+		for _, s := range seen {
+			if n, err := strconv.Atoi(s); err == nil {
+				nums = append(nums, n)
+			}
+		}
+		for i := 1; i < len(nums); i++ {
+			if nums[i] <= nums[i-1] {
+				t.Errorf("#tick went %v; want increasing counts", seen)
+			}
+		}
+		t.Logf("#tick showed %q", seen)
+	})
+
+	t.Run("S9 WebSocket echo in the page", func(t *testing.T) {
+		ctx := newTab(t, browser)
+		if err := chromedp.Do(ctx, chromedp.Navigate(pageURL)); err != nil {
+			t.Fatalf("navigate: %v", err)
+		}
+		// The send button works once the page's socket is open; a person would wait too.
+		if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`typeof sock !== "undefined" && sock.readyState === WebSocket.OPEN`,
+			chromedp.WithPollingInterval(20*time.Millisecond), chromedp.WithPollingTimeout(stepBudget))); err != nil {
+			t.Fatalf("the page's WebSocket did not open: %v", err)
+		}
+		if err := chromedp.Do(ctx, chromedp.Click(chromedp.ID("send"))); err != nil {
+			t.Fatalf("click #send: %v", err)
+		}
+		if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("echo").textContent !== ""`,
+			chromedp.WithPollingMutation(), chromedp.WithPollingTimeout(stepBudget))); err != nil {
+			t.Fatalf("waiting for #echo: %v", err)
+		}
+		echo, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID("echo")))
+		if err != nil {
+			t.Fatalf("reading #echo: %v", err)
+		}
+		if echo != "hello" {
+			t.Errorf("#echo shows %q, want %q", echo, "hello")
+		}
+		if got := f.console.find(func(r request) bool { return r.Path == "/ws" && r.Login == alice }); len(got) == 0 {
+			t.Errorf("the console saw no asserted WebSocket upgrade; it saw %+v", f.console.all())
+		}
+	})
+
+	t.Run("S12 a page of another origin cannot use the tailnet identity", func(t *testing.T) {
+		other := httptest.NewServer(otherOriginPage(f.serveURL + "/c/ref/"))
+		defer other.Close()
+		otherOrigin := other.URL // http://127.0.0.1:<port>, which is what the browser sends as Origin
+		ctx := newTab(t, browser)
+		wire := watchNetwork(ctx, "/c/ref/")
+		if err := chromedp.Do(ctx, chromedp.Navigate(otherOrigin+"/")); err != nil {
+			t.Fatalf("navigate to the other origin: %v", err)
+		}
+		results, err := chromedp.Run(ctx, chromedp.Poll[map[string]string](
+			`window.results && results.cors && results.nocors && results.ws ? results : null`,
+			chromedp.WithPollingInterval(20*time.Millisecond), chromedp.WithPollingTimeout(stepBudget)))
+		if err != nil {
+			t.Fatalf("waiting for the other page's attempts: %v", err)
+		}
+		t.Logf("the other page saw %v; the browser saw %v", results, wire.summary())
+
+		// What the page learnt: nothing.
+		if !strings.HasPrefix(results["cors"], "blocked") {
+			t.Errorf("fetch POST whoami from %s: %q; want it blocked", otherOrigin, results["cors"])
+		}
+		if results["ws"] == "open" {
+			t.Errorf("a WebSocket from %s to the door opened", otherOrigin)
+		}
+		// The browser did send them (with its Origin) and the door answered 403.
+		if st := wire.statuses("POST", "/c/ref/whoami"); len(st) == 0 {
+			t.Errorf("the browser reported no answer to POST /c/ref/whoami: %v", wire.summary())
+		} else {
+			for _, s := range st {
+				if s != http.StatusForbidden {
+					t.Errorf("POST /c/ref/whoami from %s: status %d, want 403", otherOrigin, s)
+				}
+			}
+		}
+		// The door refused each of them as cross-origin (S11 log line) …
+		want := map[string]int{"POST /c/ref/whoami": 2, "GET /c/ref/ws": 1}
+		got := map[string]int{}
+		for _, l := range f.logs.rejected() {
+			if l["reason"] == "cross-origin" && l["status"] == float64(http.StatusForbidden) {
+				got[fmt.Sprintf("%v %v", l["method"], l["path"])]++
+			}
+		}
+		for k, n := range want {
+			if got[k] < n {
+				t.Errorf("fleet.rejected cross-origin 403 for %s: %d lines, want %d; all refusals: %v", k, got[k], n, f.logs.rejected())
+			}
+		}
+		// … and the console never saw them.
+		if bad := f.console.find(func(r request) bool {
+			return r.Origin == otherOrigin || r.Method == "POST" || r.Path == "/whoami"
+		}); len(bad) > 0 {
+			t.Errorf("the console saw requests from the other origin: %+v", bad)
+		}
+	})
+
+	t.Run("S7 hooks are not reachable from the browser", func(t *testing.T) {
+		ctx := newTab(t, browser)
+		u := f.serveURL + "/c/ref/hooks/permission-request"
+		resp, err := chromedp.Run(ctx, chromedp.NavigateResponse(u))
+		if err != nil {
+			t.Fatalf("navigate %s: %v", u, err)
+		}
+		if resp.Status != http.StatusForbidden {
+			t.Errorf("navigate %s: status %d, want 403", u, resp.Status)
+		}
+		h1, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("h1")))
+		if err != nil {
+			t.Fatalf("reading the page: %v", err)
+		}
+		if h1 != "403 hooks" {
+			t.Errorf("the page shows %q, want %q", h1, "403 hooks")
+		}
+		n := 0
+		for _, l := range f.logs.rejected() {
+			if l["reason"] == "hooks" && l["path"] == "/c/ref/hooks/permission-request" {
+				n++
+			}
+		}
+		if n == 0 {
+			t.Errorf("no fleet.rejected line with reason hooks: %v", f.logs.rejected())
+		}
+		if bad := f.console.find(func(r request) bool { return strings.HasPrefix(strings.ToLower(r.Path), "/hooks") }); len(bad) > 0 {
+			t.Errorf("the console saw hook requests: %+v", bad)
+		}
+	})
+
+	t.Run("screenshot", func(t *testing.T) {
+		if os.Getenv("FLEET_SCREENSHOT") != "1" {
+			t.Skip("set FLEET_SCREENSHOT=1 to write testdata/refconsole.png")
+		}
+		ctx := newTab(t, browser)
+		if err := chromedp.Do(ctx, chromedp.Navigate(pageURL)); err != nil {
+			t.Fatalf("navigate: %v", err)
+		}
+		// Show the page in use: a tick has arrived and the echo has come back.
+		if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`/^[0-9]+$/.test(document.getElementById("tick").textContent) && sock.readyState === WebSocket.OPEN`,
+			chromedp.WithPollingInterval(20*time.Millisecond), chromedp.WithPollingTimeout(stepBudget))); err != nil {
+			t.Fatalf("waiting for the page: %v", err)
+		}
+		if err := chromedp.Do(ctx, chromedp.Click(chromedp.ID("send"))); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("echo").textContent === "hello"`,
+			chromedp.WithPollingMutation(), chromedp.WithPollingTimeout(stepBudget))); err != nil {
+			t.Fatalf("waiting for #echo: %v", err)
+		}
+		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join("testdata", "refconsole.png"), png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("wrote testdata/refconsole.png (%d bytes)", len(png))
+	})
+
+	t.Logf("whole test: %v", time.Since(start).Round(time.Millisecond))
+}
+
+// fleet is a running supervisor with the reference console behind a stand-in for Tailscale Serve.
+type fleet struct {
+	serveURL string // http://127.0.0.1:<port> of the Serve stand-in
+	logs     *syncBuffer
+	console  *recorder
+}
+
+func startFleet(t *testing.T) *fleet {
+	t.Helper()
+	home := filepath.Join(t.TempDir(), "state")
+	logs := &syncBuffer{}
+	srv, err := supervisor.New(supervisor.Config{
+		StateHome:     home,
+		LocalAPI:      serveFakeLocalAPI(t),
+		TailscaledUID: os.Getuid(),
+		Logger:        slog.New(slog.NewJSONHandler(logs, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	doorLn := listen(t)
+	go srv.Serve(doorLn)
+	t.Cleanup(func() { srv.Close() })
+
+	v, err := console.New(console.Config{StateDir: home, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { v.Close() })
+	rec := &recorder{next: refconsole.New(refconsole.Config{ID: "ref", Name: "Reference console", Verifier: v,
+		Tick: 150 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})}
+	refLn := listen(t)
+	serveOn(t, refLn, rec)
+	if _, err := srv.Registry().Put(supervisor.Console{ID: "ref", Addr: refLn.Addr().String(), Name: "Reference console"}); err != nil {
+		t.Fatal(err)
+	}
+
+	serveLn := listen(t)
+	serveOn(t, serveLn, serveStandIn(doorLn.Addr().String()))
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("supervisor log:\n%s", logs.String())
+		}
+	})
+	return &fleet{serveURL: "http://" + serveLn.Addr().String(), logs: logs, console: rec}
+}
+
+func listen(t *testing.T) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ln
+}
+
+// serveOn serves h on ln until the test ends. Close, not Shutdown: streams end with the browser.
+func serveOn(t *testing.T, ln net.Listener, h http.Handler) {
+	s := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}
+	go s.Serve(ln)
+	t.Cleanup(func() { s.Close() })
+}
+
+// serveSets are the headers that Tailscale Serve writes itself and deletes from the caller's
+// request (TAILNET-NOTES: "Serve, as a backend sees it").
+var serveSets = []string{
+	"Tailscale-User-Login", "Tailscale-User-Name", "Tailscale-User-Profile-Pic", "Tailscale-Headers-Info",
+	"Tailscale-App-Capabilities", "Tailscale-Funnel-Request",
+}
+
+// serveStandIn does to a request what Tailscale Serve does for alice's browser over plain HTTP: it
+// keeps the caller's Host, sets exactly one X-Forwarded-For (alice's tailnet address),
+// X-Forwarded-Host and X-Forwarded-Proto, and Tailscale-User-Login, after deleting the caller's
+// copies of what it sets. ReverseProxy with Rewrite has already removed the caller's
+// X-Forwarded-* and the hop-by-hop headers, and forwards WebSocket upgrades and flushes SSE.
+func serveStandIn(door string) http.Handler {
+	target := &url.URL{Scheme: "http", Host: door}
+	return &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target)
+			pr.Out.Host = pr.In.Host
+			h := pr.Out.Header
+			for _, name := range serveSets {
+				h.Del(name)
+			}
+			h.Set("X-Forwarded-For", aliceIP)
+			h.Set("X-Forwarded-Host", pr.In.Host)
+			h.Set("X-Forwarded-Proto", "http")
+			h.Set("Tailscale-User-Login", alice)
+		},
+		ErrorLog: log.New(io.Discard, "", 0),
+	}
+}
+
+// fakeLocalAPI is tailscaled's LocalAPI as far as the supervisor asks it: WhoIs knows alice's
+// address only, and status says TUN (so S5b is skipped, as on a kernel TUN).
+func fakeLocalAPI(w http.ResponseWriter, r *http.Request) {
+	switch r.URL.Path {
+	case "/localapi/v0/whois":
+		if r.URL.Query().Get("addr") == aliceIP {
+			json.NewEncoder(w).Encode(&apitype.WhoIsResponse{
+				Node:        &tailcfg.Node{ID: 1, Name: "alice-laptop.tail1234.ts.net."},
+				UserProfile: &tailcfg.UserProfile{ID: 1, LoginName: alice, DisplayName: "Alice"},
+			})
+			return
+		}
+		http.Error(w, "no match for IP:port", http.StatusNotFound)
+	case "/localapi/v0/status":
+		json.NewEncoder(w).Encode(&ipnstate.Status{
+			Version:      "1.102.5",
+			TUN:          true,
+			BackendState: "Running",
+			TailscaleIPs: []netip.Addr{netip.MustParseAddr(selfIP)},
+			Self:         &ipnstate.PeerStatus{DNSName: tsName + ".", HostName: "sup"},
+		})
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+// serveFakeLocalAPI serves fakeLocalAPI on a unix socket (in a short folder: socket paths are
+// limited to about 100 bytes) and returns a real LocalAPI client for it.
+func serveFakeLocalAPI(t *testing.T) *local.Client {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "fleet-lapi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "tailscaled.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serveOn(t, ln, http.HandlerFunc(fakeLocalAPI))
+	return &local.Client{Socket: sock, UseSocketOnly: true}
+}
+
+// otherOriginPage is a page of another origin whose script tries to use the tailnet identity:
+// a CORS fetch, a no-cors fetch (the request is sent, the answer is opaque) and a WebSocket.
+func otherOriginPage(door string) http.Handler {
+	tmpl := template.Must(template.New("").Parse(`<!doctype html><title>another origin</title>
+<script>
+const door = {{.}};
+window.results = {};
+fetch(door + "whoami", {method: "POST"}).then(
+  (r) => r.text().then((t) => { results.cors = "read " + r.status + " " + t; }),
+  (e) => { results.cors = "blocked: " + e.name; });
+fetch(door + "whoami", {method: "POST", mode: "no-cors"}).then(
+  (r) => { results.nocors = "opaque " + r.type + " " + r.status; },
+  (e) => { results.nocors = "blocked: " + e.name; });
+const ws = new WebSocket(door.replace(/^http/, "ws") + "ws");
+ws.onopen = () => { results.ws = "open"; };
+ws.onclose = (e) => { results.ws = results.ws || "closed " + e.code; };
+</script>`))
+	var page bytes.Buffer
+	if err := tmpl.Execute(&page, door); err != nil {
+		panic(err)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.Write(page.Bytes())
+	})
+}
+
+// needChromium skips the test without chromium — except under CI=true, where it must be there.
+func needChromium(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat(chromiumPath); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI=true but %s is missing (%v): .ci/run installs the Debian package chromium", chromiumPath, err)
+		}
+		t.Skipf("%s not found (%v); install the Debian package chromium to run the browser tests", chromiumPath, err)
+	}
+}
+
+// startBrowser starts headless chromium for the test and returns its context.
+func startBrowser(t *testing.T, root context.Context) context.Context {
+	t.Helper()
+	out := &syncBuffer{}
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(root,
+		chromedp.ExecPath(chromiumPath),
+		chromedp.Headless,
+		chromedp.NoSandbox, // the tests may run as root
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.Flag("no-proxy-server", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(900, 500),
+		chromedp.CombinedOutput(out),
+	)
+	browser, cancelBrowser := chromedp.NewContext(allocCtx)
+	// Registered after the servers' clean-ups, so the browser goes first and its streams end.
+	t.Cleanup(func() {
+		cancelBrowser()
+		cancelAlloc()
+		if t.Failed() {
+			t.Logf("chromium output:\n%s", out.String())
+		}
+	})
+	// The first Run starts the browser, which lives as long as root (no shorter timeout here).
+	if err := chromedp.Do(browser); err != nil {
+		t.Fatalf("starting %s: %v\n%s", chromiumPath, err, out.String())
+	}
+	return browser
+}
+
+// newTab opens a tab for one subtest, bounded by stepBudget, and logs what its pages say on the
+// console when the subtest fails.
+func newTab(t *testing.T, browser context.Context) context.Context {
+	t.Helper()
+	tab, cancelTab := chromedp.NewContext(browser)
+	if err := chromedp.Do(tab); err != nil {
+		cancelTab()
+		t.Fatalf("opening a tab: %v", err)
+	}
+	msgs := &syncBuffer{}
+	chromedp.Listen(tab, func(ev any) {
+		switch ev := ev.(type) {
+		case *runtime.EventConsoleAPICalled:
+			var args []string
+			for _, a := range ev.Args {
+				if a.Description != "" {
+					args = append(args, a.Description)
+				} else {
+					args = append(args, string(a.Value))
+				}
+			}
+			fmt.Fprintf(msgs, "console.%s: %s\n", ev.Type, strings.Join(args, " "))
+		case *runtime.EventExceptionThrown:
+			fmt.Fprintf(msgs, "exception: %s\n", ev.ExceptionDetails.Text)
+		}
+	})
+	ctx, cancel := context.WithTimeout(tab, stepBudget)
+	t.Cleanup(func() {
+		cancel()
+		cancelTab()
+		if t.Failed() && msgs.String() != "" {
+			t.Logf("page console:\n%s", msgs.String())
+		}
+	})
+	return ctx
+}
+
+// netWatch records what the browser itself reports about requests whose URL contains a string.
+type netWatch struct {
+	mu      sync.Mutex
+	reqs    map[network.RequestID]string // id → "METHOD path"
+	answers []string                     // "METHOD path status" or "METHOD path failed: …"
+	status  map[string][]int             // "METHOD path" → statuses
+}
+
+func watchNetwork(ctx context.Context, contains string) *netWatch {
+	w := &netWatch{reqs: map[network.RequestID]string{}, status: map[string][]int{}}
+	chromedp.Listen(ctx, func(ev any) {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		switch ev := ev.(type) {
+		case *network.EventRequestWillBeSent:
+			if strings.Contains(ev.Request.URL, contains) {
+				u, _ := url.Parse(ev.Request.URL)
+				w.reqs[ev.RequestID] = ev.Request.Method + " " + u.Path
+			}
+		case *network.EventResponseReceived:
+			if k, ok := w.reqs[ev.RequestID]; ok {
+				w.status[k] = append(w.status[k], int(ev.Response.Status))
+				w.answers = append(w.answers, fmt.Sprintf("%s %d", k, ev.Response.Status))
+			}
+		case *network.EventLoadingFailed:
+			if k, ok := w.reqs[ev.RequestID]; ok {
+				s := fmt.Sprintf("%s failed: %s", k, ev.ErrorText)
+				if ev.CorsErrorStatus != nil {
+					s += fmt.Sprintf(" (CORS %s)", ev.CorsErrorStatus.CorsError)
+				}
+				w.answers = append(w.answers, s)
+			}
+		}
+	})
+	return w
+}
+
+func (w *netWatch) statuses(method, path string) []int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]int(nil), w.status[method+" "+path]...)
+}
+
+func (w *netWatch) summary() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.answers...)
+}
+
+// request is one request as the reference console received it (never its token).
+type request struct {
+	Method, Path, Origin, Login string
+}
+
+// recorder notes every request that reaches the console, then serves it.
+type recorder struct {
+	next http.Handler
+	mu   sync.Mutex
+	reqs []request
+}
+
+func (rc *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rc.mu.Lock()
+	rc.reqs = append(rc.reqs, request{Method: r.Method, Path: r.URL.Path, Origin: r.Header.Get("Origin"),
+		Login: r.Header.Get("X-Phase-Console-Fleet-Login")})
+	rc.mu.Unlock()
+	rc.next.ServeHTTP(w, r)
+}
+
+func (rc *recorder) all() []request {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return append([]request(nil), rc.reqs...)
+}
+
+func (rc *recorder) find(match func(request) bool) []request {
+	var out []request
+	for _, r := range rc.all() {
+		if match(r) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// syncBuffer is a log sink that the test reads while others write.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// rejected returns the supervisor's fleet.rejected log lines (S11).
+func (s *syncBuffer) rejected() []map[string]any {
+	var out []map[string]any
+	for _, l := range strings.Split(s.String(), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(l), &m) == nil && m["msg"] == "fleet.rejected" {
+			out = append(out, m)
+		}
+	}
+	return out
+}

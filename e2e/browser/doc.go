@@ -1,0 +1,22 @@
+// Package browser proves with a real browser — Debian's chromium, headless, driven by
+// github.com/chromedp/chromedp — what a person sees of the reference console through the fleet
+// supervisor:
+//
+//	chromium ──▶ 127.0.0.1:<serve>  stand-in for Tailscale Serve ──▶ 127.0.0.1:<door> supervisor ──▶ 127.0.0.1:<port> reference console "ref"
+//	             (keeps Host; sets one X-Forwarded-For: 100.101.102.103,      │
+//	              X-Forwarded-Host, X-Forwarded-Proto: http,                 └── WhoIs, status ──▶ fake tailscaled LocalAPI (unix socket)
+//	              Tailscale-User-Login: alice@example.com)
+//	chromium ──▶ 127.0.0.1:<other>  a page of another origin that calls the door (S12)
+//
+// The supervisor is the real one (supervisor.New + Serve) and verifies callers through the real
+// tailscale.com/client/local code talking to a small fake LocalAPI: WhoIs knows only
+// 100.101.102.103 (alice@example.com); status says TUN: true, so S5b is skipped as on a kernel
+// TUN. The stand-in's connections come from this test process, whose uid is passed as
+// TailscaledUID, so S5a holds.
+//
+// The tests need /usr/bin/chromium. Without it they skip, except under CI=true, where they fail:
+// .ci/run installs it. FLEET_SCREENSHOT=1 also writes testdata/refconsole.png, a screenshot of the
+// page as alice sees it.
+//
+// The package holds only tests.
+package browser
