@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/phase-console/fleet/internal/peercred"
 	"github.com/phase-console/fleet/proxy"
 	"tailscale.com/client/local"
 	"tailscale.com/client/tailscale/apitype"
@@ -81,10 +82,10 @@ func connContext(ctx context.Context, c net.Conn) context.Context {
 		l, _ := netip.ParseAddrPort(c.LocalAddr().String())
 		r, _ := netip.ParseAddrPort(c.RemoteAddr().String())
 		f.local, f.remote = l, r
-		f.peerUID = func() (uint32, error) { return PeerUID(l, r) }
+		f.peerUID = func() (uint32, error) { return peercred.PeerUID(l, r) }
 	case *net.UnixConn:
 		f.viaUnix = true
-		f.peerUID = func() (uint32, error) { return UnixPeerUID(c) }
+		f.peerUID = func() (uint32, error) { return peercred.UnixPeerUID(c) }
 	default:
 		f.peerUID = func() (uint32, error) { return 0, fmt.Errorf("unknown connection type %T", c) }
 	}

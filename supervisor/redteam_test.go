@@ -459,7 +459,7 @@ func TestRedTeam_S5a_VerdictNotSharedAcrossConnections(t *testing.T) {
 	before := d.alpha.count()
 	out := runRTHelper(t, "raw "+d.addr, serveReq("GET", "/c/alpha/stranger"))
 	if !strings.HasPrefix(out, "STATUS 401 unverified") {
-		t.Errorf("a connection from uid %d: %q, want 401 unverified", procNetHelperUID, out)
+		t.Errorf("a connection from uid %d: %q, want 401 unverified", rtOtherUID, out)
 	}
 	if d.alpha.count() != before {
 		t.Error("a connection from another uid was forwarded")
@@ -773,7 +773,7 @@ func TestRedTeam_S8_RegistrarSendsTokenToSquatter(t *testing.T) {
 	select {
 	case l := <-got:
 		if strings.Contains(l, tok) {
-			t.Errorf("a listener of uid %d received the fleet token", procNetHelperUID)
+			t.Errorf("a listener of uid %d received the fleet token", rtOtherUID)
 		}
 	case <-time.After(3 * time.Second):
 	}
@@ -795,7 +795,7 @@ func rtFinding(t *testing.T, what string) {
 
 // ---- helper process (another uid) --------------------------------------------------------------
 
-// rtHelperBin copies this test binary where uid procNetHelperUID may run it.
+// rtHelperBin copies this test binary where uid rtOtherUID may run it.
 func rtHelperBin(t *testing.T) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "fleet-redteam")
@@ -824,7 +824,7 @@ func rtHelperBin(t *testing.T) string {
 func rtHelperCmd(t *testing.T, mode, stdin string) *exec.Cmd {
 	cmd := exec.Command(rtHelperBin(t), "-test.run=^TestRedTeamHelperProcess$")
 	cmd.Env = append(os.Environ(), "FLEET_REDTEAM_HELPER="+mode)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: procNetHelperUID, Gid: procNetHelperUID}}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: rtOtherUID, Gid: rtOtherUID}}
 	cmd.Stdin = strings.NewReader(crlf(stdin))
 	cmd.Stderr = os.Stderr
 	return cmd
@@ -848,7 +848,7 @@ func startRTHelper(t *testing.T, mode, stdin string) (*exec.Cmd, *bufio.Reader) 
 		t.Fatal(err)
 	}
 	if err := cmd.Start(); err != nil {
-		t.Skipf("cannot run a helper as uid %d: %v", procNetHelperUID, err)
+		t.Skipf("cannot run a helper as uid %d: %v", rtOtherUID, err)
 	}
 	return cmd, bufio.NewReader(out)
 }
@@ -900,3 +900,6 @@ func TestRedTeamHelperProcess(t *testing.T) {
 	}
 	os.Exit(0)
 }
+
+// rtOtherUID is the uid the red-team helper process runs as: not root, not the overflow uid 65534.
+const rtOtherUID = 4242

@@ -1,6 +1,6 @@
 //go:build linux
 
-package supervisor
+package peercred
 
 import (
 	"errors"
@@ -26,21 +26,21 @@ const procNetAttempts = 3
 func PeerUID(local, remote netip.AddrPort) (uint32, error) {
 	local, remote = procNetNormalize(local), procNetNormalize(remote)
 	if !local.IsValid() || !remote.IsValid() || local.Port() == 0 || remote.Port() == 0 {
-		return 0, fmt.Errorf("supervisor: peer uid of %v <- %v: invalid address", local, remote)
+		return 0, fmt.Errorf("peercred: peer uid of %v <- %v: invalid address", local, remote)
 	}
 	if !local.Addr().IsLoopback() {
-		return 0, fmt.Errorf("supervisor: peer uid of %v <- %v: local address is not loopback", local, remote)
+		return 0, fmt.Errorf("peercred: peer uid of %v <- %v: local address is not loopback", local, remote)
 	}
 	for range procNetAttempts {
 		uid, found, err := procNetLookup(local, remote)
 		if err != nil {
-			return 0, fmt.Errorf("supervisor: peer uid of %v <- %v: %w", local, remote, err)
+			return 0, fmt.Errorf("peercred: peer uid of %v <- %v: %w", local, remote, err)
 		}
 		if found {
 			return uid, nil
 		}
 	}
-	return 0, fmt.Errorf("supervisor: peer uid of %v <- %v: %w", local, remote, ErrPeerUIDNotFound)
+	return 0, fmt.Errorf("peercred: peer uid of %v <- %v: %w", local, remote, ErrPeerUIDNotFound)
 }
 
 // procNetLookup searches every table in procNetFiles once. A table that does not exist (tcp6
@@ -80,24 +80,24 @@ func procNetLookup(local, remote netip.AddrPort) (uid uint32, found bool, err er
 // credentials, or the invalid uid 4294967295, is an error.
 func UnixPeerUID(c *net.UnixConn) (uint32, error) {
 	if c == nil {
-		return 0, errors.New("supervisor: unix peer uid: nil connection")
+		return 0, errors.New("peercred: unix peer uid: nil connection")
 	}
 	rc, err := c.SyscallConn()
 	if err != nil {
-		return 0, fmt.Errorf("supervisor: unix peer uid: %w", err)
+		return 0, fmt.Errorf("peercred: unix peer uid: %w", err)
 	}
 	var cred *syscall.Ucred
 	var credErr error
 	if err := rc.Control(func(fd uintptr) {
 		cred, credErr = syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED)
 	}); err != nil {
-		return 0, fmt.Errorf("supervisor: unix peer uid: %w", err)
+		return 0, fmt.Errorf("peercred: unix peer uid: %w", err)
 	}
 	if credErr != nil {
-		return 0, fmt.Errorf("supervisor: unix peer uid: SO_PEERCRED: %w", credErr)
+		return 0, fmt.Errorf("peercred: unix peer uid: SO_PEERCRED: %w", credErr)
 	}
 	if cred == nil || cred.Uid == procNetInvalidUID {
-		return 0, errors.New("supervisor: unix peer uid: peer has no credentials")
+		return 0, errors.New("peercred: unix peer uid: peer has no credentials")
 	}
 	return cred.Uid, nil
 }

@@ -1,9 +1,11 @@
-package supervisor
-
-// Who is at the other end of a connection (SPEC S5a).
+// Package peercred tells who is at the other end of a connection on this machine: the uid that
+// owns the peer's socket. The supervisor uses it to know tailscaled (SPEC S5a); a console uses it
+// to know that a "local" caller is really its own user; and every fleet client uses it (DialOwn)
+// to send the fleet token only to a server run by the same user, never to a process that took a
+// port over while the real server was down.
 //
-// The supervisor only ever listens on loopback, so the client of every connection is a socket on
-// this machine, in this network namespace, and the kernel knows which uid owns it:
+// Both ends of a loopback connection are sockets on this machine, in this network namespace, and
+// the kernel knows which uid owns each:
 //
 //   - PeerUID answers for a loopback TCP connection. On Linux it reads /proc/net/tcp and
 //     /proc/net/tcp6 and finds the one socket whose local address is the connection's remote
@@ -19,6 +21,7 @@ package supervisor
 // The answer is a fact of the connection: judge it once, right after Accept, and keep it with
 // the connection (S5). A uid is only as good as the moment it was read: if the peer closes and a
 // new socket reuses the same address pair, the new owner is what a later lookup sees.
+package peercred
 
 import (
 	"bufio"
@@ -33,14 +36,14 @@ import (
 var (
 	// ErrPeerUIDUnsupported is returned where the peer's uid cannot be learned on this
 	// platform. The caller must fail closed.
-	ErrPeerUIDUnsupported = errors.New("supervisor: peer uid lookup is not supported on this platform")
+	ErrPeerUIDUnsupported = errors.New("peercred: peer uid lookup is not supported on this platform")
 
 	// ErrPeerUIDNotFound is returned when no live socket is the peer of the connection.
-	ErrPeerUIDNotFound = errors.New("supervisor: peer socket not found")
+	ErrPeerUIDNotFound = errors.New("peercred: peer socket not found")
 
 	// ErrPeerUIDAmbiguous is returned when sockets owned by different uids match the
 	// connection's addresses.
-	ErrPeerUIDAmbiguous = errors.New("supervisor: peer socket is ambiguous")
+	ErrPeerUIDAmbiguous = errors.New("peercred: peer socket is ambiguous")
 )
 
 // procNetFiles are the tables PeerUID searches on Linux; tests point it at samples.

@@ -1,4 +1,4 @@
-package supervisor
+package peercred
 
 import (
 	"encoding/binary"
