@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -273,7 +274,7 @@ func (s *Server) serveConsole(w http.ResponseWriter, r *http.Request) {
 		refuse(ref)
 		return
 	}
-	if r.Method == http.MethodConnect || r.Method == http.MethodTrace {
+	if strings.EqualFold(r.Method, http.MethodConnect) || strings.EqualFold(r.Method, http.MethodTrace) {
 		// CONNECT would tunnel past the hop; TRACE would echo the assertion back to the caller.
 		refuse(proxy.Refuse(http.StatusMethodNotAllowed, "method", "CONNECT and TRACE are not served"))
 		return
@@ -365,20 +366,47 @@ func (s *Server) admitHost(r *http.Request) *proxy.Refusal {
 }
 
 // hostOnly returns the host part of a Host header, lower-cased, without port, brackets or a
-// trailing dot. It returns "" for anything it cannot read.
+// trailing dot. It returns "" for anything that is not exactly a name or IP literal with an
+// optional decimal port (1-65535): "[…]" holds only an IPv6 literal, and nothing rides after the
+// port, so no "host:1,evil.example" is ever admitted and forwarded as X-Forwarded-Host.
 func hostOnly(h string) string {
 	h = strings.ToLower(h)
 	if strings.HasPrefix(h, "[") {
 		end := strings.IndexByte(h, ']')
-		if end < 0 || (end+1 < len(h) && h[end+1] != ':') {
+		if end < 0 {
 			return ""
 		}
-		return h[1:end]
+		host, rest := h[1:end], h[end+1:]
+		ip, err := netip.ParseAddr(host)
+		if err != nil || !ip.Is6() || ip.Zone() != "" {
+			return ""
+		}
+		if rest != "" && (rest[0] != ':' || !validPort(rest[1:])) {
+			return ""
+		}
+		return host
 	}
-	if host, _, err := net.SplitHostPort(h); err == nil {
-		h = host
-	} else if strings.Contains(h, ":") {
+	if i := strings.LastIndexByte(h, ':'); i >= 0 {
+		if !validPort(h[i+1:]) {
+			return ""
+		}
+		h = h[:i]
+	}
+	h = strings.TrimSuffix(h, ".")
+	if h == "" {
 		return ""
 	}
-	return strings.TrimSuffix(h, ".")
+	for i := 0; i < len(h); i++ {
+		c := h[i]
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '.') {
+			return ""
+		}
+	}
+	return h
+}
+
+// validPort reports whether p is a decimal port, 1-65535.
+func validPort(p string) bool {
+	n, err := strconv.Atoi(p)
+	return err == nil && len(p) <= 5 && p[0] != '+' && p[0] != '-' && n >= 1 && n <= 65535
 }
