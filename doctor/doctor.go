@@ -42,6 +42,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/phase-console/fleet/internal/peercred"
 	"github.com/phase-console/fleet/internal/state"
 	"tailscale.com/ipn"
 	"tailscale.com/ipn/ipnstate"
@@ -134,7 +135,8 @@ func Run(ctx context.Context, cfg Config) []Check {
 		cfg.HTTPClient = &http.Client{
 			Timeout: cfg.Timeout,
 			// Never an environment proxy: the bearer goes to this machine only.
-			Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true},
+			// And only to a supervisor run by this same user (never a squatter on its port).
+			Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true, DialContext: peercred.DialOwn},
 		}
 	}
 	r := &run{cfg: cfg}
@@ -618,7 +620,15 @@ func (r *run) checkSocket(ctx context.Context) {
 			Proxy:             nil,
 			DisableKeepAlives: true,
 			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-				return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+				c, err := (&net.Dialer{}).DialContext(ctx, "unix", sock)
+				if err != nil {
+					return nil, err
+				}
+				if err := peercred.CheckOwn(c); err != nil {
+					c.Close()
+					return nil, err
+				}
+				return c, nil
 			},
 		},
 	}

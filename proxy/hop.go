@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"time"
+
+	"github.com/phase-console/fleet/internal/peercred"
 )
 
 // A Target is where one judged, verified request goes and what the hop asserts about it.
@@ -33,16 +35,21 @@ type Hop struct {
 
 type targetKey struct{}
 
+// A DialFunc opens the connection to a console. The supervisor's checks that the console's socket
+// belongs to its own user before the fleet token is sent over it (peercred.DialOwn).
+type DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
+
 // NewHop returns a Hop. log receives one line per failed forward (never a secret); onDown, if not
-// nil, is told the console id of each forward that found no console answering.
-func NewHop(log *slog.Logger, onDown func(consoleID string)) *Hop {
+// nil, is told the console id of each forward that found no console answering; dial, if not nil,
+// opens connections to consoles (default: a plain dialer).
+func NewHop(log *slog.Logger, onDown func(consoleID string), dial DialFunc) *Hop {
 	h := &Hop{log: log, onDown: onDown}
+	if dial == nil {
+		dial = (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	}
 	transport := &http.Transport{
-		Proxy: nil, // never an environment proxy: the console is on loopback
-		DialContext: (&net.Dialer{
-			Timeout:   5 * time.Second,
-			KeepAlive: 30 * time.Second,
-		}).DialContext,
+		Proxy:                 nil, // never an environment proxy: the console is on loopback
+		DialContext:           dial,
 		MaxIdleConns:          100,
 		MaxIdleConnsPerHost:   16,
 		IdleConnTimeout:       90 * time.Second,
@@ -105,6 +112,12 @@ func (h *Hop) consoleDown(w http.ResponseWriter, r *http.Request, err error) {
 	if errors.Is(err, context.Canceled) {
 		// The caller went away; nobody to answer.
 		w.WriteHeader(499)
+		return
+	}
+	if errors.Is(err, peercred.ErrOtherUser) {
+		// Someone else's process holds the console's port: nothing was sent to it.
+		WriteRefusal(w, r, h.log, Refuse(http.StatusBadGateway, "console-other-user",
+			"the process on this console's port is run by another user; fleet sends it nothing"), "console", id)
 		return
 	}
 	if h.onDown != nil && id != "" {

@@ -743,12 +743,11 @@ func TestRedTeam_S6_TraceLowerCase(t *testing.T) {
 	}
 }
 
-// FINDING (medium): the reference console's Registrar sends the fleet bearer to whatever listens
+// Was a finding (medium), fixed with peercred.DialOwn: the reference console's Registrar sent the fleet bearer to whatever listens
 // on the supervisor's address. While `fleet serve` is down (restart, crash), any other local user
 // can bind 127.0.0.1:7420 and collect the token; with it they are believed as any login by every
 // console and can re-route every console (S8).
 func TestRedTeam_S8_RegistrarSendsTokenToSquatter(t *testing.T) {
-	rtFinding(t, "FINDING: refconsole.Registrar sends the fleet token to a listener owned by another uid (no peer-uid check on the supervisor's socket)")
 	if os.Getuid() != 0 {
 		t.Skip("needs root to run the squatter as another user")
 	}
@@ -901,3 +900,27 @@ func TestRedTeamHelperProcess(t *testing.T) {
 
 // rtOtherUID is the uid the red-team helper process runs as: not root, not the overflow uid 65534.
 const rtOtherUID = 4242
+
+// TestHopRefusesConsoleOfOtherUser_S6: a console port held by a process of another user (a dead
+// console's port taken over) gets nothing — not the fleet token, not the login: the hop checks
+// the owner of the console's socket before it sends a byte.
+func TestHopRefusesConsoleOfOtherUser_S6(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to run the squatter as another user")
+	}
+	d := startDoor(t)
+	cmd, stdout := startRTHelper(t, "squat", "")
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	line, err := stdout.ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "PORT ") {
+		t.Fatalf("squatter: %q %v", line, err)
+	}
+	addr := "127.0.0.1:" + strings.TrimSpace(strings.TrimPrefix(line, "PORT "))
+	if _, err := d.srv.Registry().Put(Console{ID: "squat", Addr: addr}); err != nil {
+		t.Fatal(err)
+	}
+	r := d.raw(serveReq("GET", "/c/squat/"))
+	if r.status != http.StatusBadGateway || r.reason != "console-other-user" {
+		t.Fatalf("got %d %q, want 502 console-other-user", r.status, r.reason)
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/phase-console/fleet/internal/peercred"
 	"github.com/phase-console/fleet/internal/state"
 	"github.com/phase-console/fleet/proxy"
 	"tailscale.com/client/local"
@@ -119,9 +120,17 @@ func New(cfg Config) (*Server, error) {
 		apiHint:       fmt.Sprintf("is tailscaled running? Check with 'tailscale status' (socket %s, --tailscale-socket)", cfg.TailscaleSocket),
 		whois:         map[string]whoIsEntry{},
 	}
-	s.hop = proxy.NewHop(cfg.Logger, reg.markDown)
+	// The fleet token rides on every hop: only a console run by this same user may receive it,
+	// never a process of someone else that took a dead console's port.
+	s.hop = proxy.NewHop(cfg.Logger, reg.markDown, dialOwnWithTimeout)
 	s.httpSrv = s.newHTTPServer(s)
 	return s, nil
+}
+
+func dialOwnWithTimeout(ctx context.Context, network, addr string) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return peercred.DialOwn(ctx, network, addr)
 }
 
 // newHTTPServer is an http.Server with the door's timeouts and limits (S9) and the per-connection

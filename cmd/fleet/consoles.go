@@ -14,6 +14,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/phase-console/fleet/internal/peercred"
 	"github.com/phase-console/fleet/internal/state"
 	"github.com/phase-console/fleet/supervisor"
 )
@@ -62,7 +63,11 @@ func newAPIClient(stateDir, supervisorAddr string) (*apiClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &apiClient{base: "http://" + ap.String(), token: tok, http: &http.Client{Timeout: 10 * time.Second}}, nil
+	return &apiClient{base: "http://" + ap.String(), token: tok, http: &http.Client{
+		Timeout: 10 * time.Second,
+		// Only to a supervisor run by this same user: never send the bearer to a squatter.
+		Transport: &http.Transport{Proxy: nil, DialContext: peercred.DialOwn},
+	}}, nil
 }
 
 func (c *apiClient) do(method, path string, body any) (*http.Response, error) {

@@ -38,6 +38,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/phase-console/fleet/internal/peercred"
 )
 
 // A Result is the outcome of one probe.
@@ -90,7 +92,8 @@ func Check(ctx context.Context, baseURL, token string) []Result {
 		base:  u,
 		token: token,
 		client: &http.Client{
-			Transport:     &http.Transport{Proxy: nil, DisableKeepAlives: true, DisableCompression: true},
+			// DialOwn: the real token goes only to a console run by this same user.
+			Transport:     &http.Transport{Proxy: nil, DisableKeepAlives: true, DisableCompression: true, DialContext: peercred.DialOwn},
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 			Timeout:       10 * time.Second,
 		},

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/phase-console/fleet/internal/peercred"
 	"github.com/phase-console/fleet/internal/state"
 )
 
@@ -66,7 +67,9 @@ type Registrar struct {
 func (g *Registrar) defaults() {
 	if g.Client == nil {
 		g.Client = &http.Client{
-			Transport:     &http.Transport{Proxy: nil, DisableCompression: true},
+			// DialOwn: the bearer goes only to a supervisor run by this same user, never to a
+			// process of someone else that took its port while it was down.
+			Transport:     &http.Transport{Proxy: nil, DisableCompression: true, DialContext: peercred.DialOwn},
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 			Timeout:       5 * time.Second,
 		}

@@ -2,11 +2,15 @@ package peercred
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"os"
 )
+
+// ErrOtherUser says that the other end of a connection is run by another user.
+var ErrOtherUser = errors.New("run by another user")
 
 // DialOwn dials a loopback TCP address and returns the connection only when the server's socket
 // is owned by this process's effective uid. A fleet client that is about to send the fleet token
@@ -47,7 +51,7 @@ func CheckOwn(c net.Conn) error {
 		return fmt.Errorf("peercred: cannot tell who runs %v: %w", c.RemoteAddr(), err)
 	}
 	if got != want {
-		return fmt.Errorf("peercred: %v is run by uid %d, not by this user (uid %d); refusing to talk to it", c.RemoteAddr(), got, want)
+		return fmt.Errorf("peercred: %v is %w (uid %d, not %d); refusing to talk to it", c.RemoteAddr(), ErrOtherUser, got, want)
 	}
 	return nil
 }
