@@ -37,9 +37,14 @@
 //   - Host is not a loopback name (nor one Config.AllowHost admits): 421 host. This keeps
 //     DNS-rebinding pages out.
 //   - It came through a proxy (the proxy identity header, Forwarded, X-Forwarded-*, X-Real-Ip or
-//     any Tailscale-* header, any spelling), or from a peer that is not loopback: scope remote. The
-//     login is the proxy identity header's value (RFC 2047 decoded), or "" when there is none;
-//     the console's own proxy is trusted for that, as before fleet.
+//     any Tailscale-* header, any spelling), or from a peer that is not loopback: 403
+//     no-assertion. Only the supervisor's assertion makes a caller remote; a proxy's identity
+//     header is a claim any local process can write.
+//   - Its socket is not owned by this console's own uid (another user on the machine, or
+//     tailscaled forwarding a tailnet peer to 127.0.0.1 under userspace networking): 403
+//     no-assertion. The owner is read with internal/peercred, once per connection when the
+//     console sets Verifier.ConnContext on its http.Server, and any doubt refuses (fail closed;
+//     Linux only for now, so elsewhere no request is local).
 //   - Otherwise it is scope local with login "". A local request whose Origin header is present
 //     and is not the request's own origin (http://<Host>; Origin: null too) is 403 cross-origin,
 //     so that no web page can act as the local user.

@@ -21,6 +21,7 @@ type ctxKey int
 const (
 	callerKey ctxKey = iota
 	runKey
+	peerKey
 )
 
 // CallerFrom returns the caller that Middleware judged. ok is false when the request did not go

@@ -104,8 +104,8 @@ func TestGuard_C5(t *testing.T) {
 	runGuards(t, e, h, &s, []guardRow{
 		{name: "C5 presence open to local", method: "POST", path: "/presence", status: 200},
 		{name: "C5 presence shut to an asserted caller", method: "POST", path: "/presence", hs: assert(tokA, alice), status: 403, reason: ReasonLocalOnly, event: EventRejected},
-		{name: "C5 presence shut to a caller through a proxy", method: "POST", path: "/presence", hs: []hdr{{"X-Forwarded-For", "100.64.0.1"}}, status: 403, reason: ReasonLocalOnly, event: EventRejected},
-		{name: "C5 presence shut to a non-loopback peer", method: "POST", path: "/presence", peer: "192.0.2.1:1", status: 403, reason: ReasonLocalOnly, event: EventRejected},
+		{name: "C5 presence shut to a caller through a proxy", method: "POST", path: "/presence", hs: []hdr{{"X-Forwarded-For", "100.64.0.1"}}, status: 403, reason: ReasonNoAssertion, event: EventRejected},
+		{name: "C5 presence shut to a non-loopback peer", method: "POST", path: "/presence", peer: "192.0.2.1:1", status: 403, reason: ReasonNoAssertion, event: EventRejected},
 		{name: "C5 presence: C1 still answers first", method: "POST", path: "/presence", hs: assert(flipLast(tokA), alice), status: 401, reason: ReasonBadToken, event: EventRejected},
 	}, tokA)
 
@@ -208,7 +208,7 @@ func TestGuard_C7(t *testing.T) {
 		{name: "C7 device login cannot change reach settings (PUT)", method: "PUT", path: "/settings/reach", hs: dev, status: 403, reason: ReasonReachSettings, event: EventRejected},
 		{name: "C7 device login cannot change reach settings (DELETE)", method: "DELETE", path: "/settings/reach", hs: dev, status: 403, reason: ReasonReachSettings, event: EventRejected},
 		{name: "C7 device login in upper case", method: "POST", path: "/settings/reach", hs: assert(tokA, "DEVICE:phone#abc234"), status: 403, reason: ReasonReachSettings, event: EventRejected},
-		{name: "C7 device login through the console's own proxy", method: "POST", path: "/settings/reach", hs: []hdr{{"Tailscale-User-Login", "device:phone#abc234"}}, status: 403, reason: ReasonReachSettings, event: EventRejected},
+		{name: "C7 device login through a proxy, no assertion: nobody", method: "POST", path: "/settings/reach", hs: []hdr{{"Tailscale-User-Login", "device:phone#abc234"}}, status: 403, reason: ReasonNoAssertion, event: EventRejected},
 		{name: "C7 device login may read reach settings", method: "GET", path: "/settings/reach", hs: dev, status: 200},
 		{name: "C7 tailnet login may change reach settings", method: "POST", path: "/settings/reach", hs: assert(tokA, alice), status: 200},
 		{name: "C7 local may change reach settings", method: "POST", path: "/settings/reach", status: 200},

@@ -2,6 +2,7 @@ package console
 
 import (
 	"bytes"
+	"context"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -163,7 +164,9 @@ func newReq(method, target, host, peer string, hs []hdr) *http.Request {
 	for _, h := range hs {
 		r.Header[h.name] = append(r.Header[h.name], h.value)
 	}
-	return r
+	// A synthetic request has no connection: say its peer is this user, as a real local
+	// connection of the test process would be (tests with real listeners judge it for real).
+	return r.WithContext(context.WithValue(r.Context(), peerKey, &peerVerdict{}))
 }
 
 func chmod(t *testing.T, path string, mode os.FileMode) {

@@ -1,9 +1,12 @@
 package console
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"mime"
+	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
@@ -13,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/phase-console/fleet/internal/peercred"
 	"github.com/phase-console/fleet/internal/state"
 	"github.com/phase-console/fleet/proxy"
 )
@@ -39,6 +43,7 @@ const (
 	ReasonAndProxy      = "fleet-and-proxy"    // 403, C3: assertion beside the proxy identity header
 	ReasonHost          = "host"               // 421: no assertion, Host not loopback (DNS rebinding)
 	ReasonCrossOrigin   = "cross-origin"       // 403: local request from a foreign Origin
+	ReasonNoAssertion   = "no-assertion"       // 403: no assertion, and not this user on this machine
 	ReasonLocalOnly     = "local-only"         // 403, C5: presence or hooks asked by scope remote
 	ReasonHookPeer      = "not loopback"       // 403, C6: hook request from a peer that is not loopback
 	ReasonHookProxied   = "not local"          // 403, C6: hook request that came through a proxy
@@ -180,13 +185,61 @@ func (v *Verifier) Judge(r *http.Request) (Caller, *Refusal) {
 	if !loopbackHost(r.Host) && (v.allowHost == nil || !v.allowHost(r.Host)) {
 		return Caller{}, refusal(http.StatusMisdirectedRequest, ReasonHost, "", "Host is not a loopback name")
 	}
+	// Without the supervisor's assertion, a caller is believed only as this console's own user
+	// on this machine: straight to loopback, through no proxy, from a socket of the same uid.
+	// Anyone else — another user, a tailnet peer that tailscaled forwarded to 127.0.0.1, a proxy
+	// that wrote its own identity header — is nobody the console may serve.
 	if v.proxied(r.Header) || !loopbackPeer(r.RemoteAddr) {
-		return Caller{Scope: Remote, Login: v.proxyLogin(r.Header)}, nil
+		return Caller{}, refusal(http.StatusForbidden, ReasonNoAssertion, "", "only the supervisor's assertion makes a caller remote; this request came through a proxy or from another machine")
+	}
+	if err := sameUser(r); err != nil {
+		return Caller{}, refusal(http.StatusForbidden, ReasonNoAssertion, "", "the caller is not this console's user: "+err.Error())
 	}
 	if !sameOrigin(r) {
 		return Caller{}, refusal(http.StatusForbidden, ReasonCrossOrigin, "", "Origin is not this console's own origin")
 	}
 	return Caller{Scope: Local}, nil
+}
+
+// ConnContext, set as the console's http.Server.ConnContext, judges once per connection whether
+// its peer is this console's own user, instead of once per local request.
+func (v *Verifier) ConnContext(ctx context.Context, c net.Conn) context.Context {
+	return context.WithValue(ctx, peerKey, &peerVerdict{conn: c})
+}
+
+type peerVerdict struct {
+	conn net.Conn
+	once sync.Once
+	err  error
+}
+
+// sameUser reports an error unless the peer of r's connection is a socket of this process's own
+// uid (peercred), judged once per connection when ConnContext is set.
+func sameUser(r *http.Request) error {
+	if pv, ok := r.Context().Value(peerKey).(*peerVerdict); ok {
+		if pv.conn == nil { // judged already (tests hand over a verdict)
+			return pv.err
+		}
+		pv.once.Do(func() { pv.err = peercred.CheckOwn(pv.conn) })
+		return pv.err
+	}
+	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if !ok {
+		return errors.New("the connection's local address is unknown")
+	}
+	l, err1 := netip.ParseAddrPort(local.String())
+	p, err2 := netip.ParseAddrPort(r.RemoteAddr)
+	if err1 != nil || err2 != nil {
+		return errors.New("not a TCP connection")
+	}
+	uid, err := peercred.PeerUID(l, p)
+	if err != nil {
+		return err
+	}
+	if uid != uint32(os.Geteuid()) {
+		return fmt.Errorf("%w (uid %d)", peercred.ErrOtherUser, uid)
+	}
+	return nil
 }
 
 func (v *Verifier) judgeAssertion(r *http.Request, a assertion) (Caller, *Refusal) {
@@ -199,7 +252,7 @@ func (v *Verifier) judgeAssertion(r *http.Request, a assertion) (Caller, *Refusa
 	if why := a.malformed(); why != "" {
 		return Caller{}, refusal(http.StatusUnauthorized, ReasonBadToken, "C1", "malformed assertion: "+why)
 	}
-	if !v.token.Match(a.bearers[0]) {
+	if !v.token.MatchFresh(a.bearers[0]) {
 		detail := "bearer is not the fleet token"
 		if _, err := v.token.Current(); err != nil {
 			detail = "no fleet token is believed: the token file is unusable (see console.token)"

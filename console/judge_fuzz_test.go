@@ -25,7 +25,7 @@ func FuzzJudge(f *testing.F) {
 	f.Add("[::1]:80", "192.0.2.1:1", "X-Forwarded-For", "127.0.0.1", "Forwarded", "for=x", "X_Real_Ip", "1")
 	e := newEnv(f, tokA, Config{})
 	reasons := map[string]int{
-		ReasonBadToken: 401, ReasonNotLoopback: 421, ReasonAndProxy: 403, ReasonHost: 421, ReasonCrossOrigin: 403,
+		ReasonBadToken: 401, ReasonNotLoopback: 421, ReasonAndProxy: 403, ReasonHost: 421, ReasonCrossOrigin: 403, ReasonNoAssertion: 403,
 	}
 	f.Fuzz(func(t *testing.T, host, peer, n1, v1, n2, v2, n3, v3 string) {
 		r, _ := http.NewRequest("GET", "http://127.0.0.1/", nil)

@@ -1,7 +1,10 @@
 package console
 
 import (
+	"context"
+	"errors"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
@@ -275,6 +278,22 @@ func TestJudge_C4(t *testing.T) {
 }
 
 // TestJudge_NoAssertion: what a request without an assertion is.
+// TestJudge_LocalNeedsSameUser: a local caller's socket must be this console's own user's.
+func TestJudge_LocalNeedsSameUser(t *testing.T) {
+	e := newEnv(t, tokA, Config{})
+	r := newReq("GET", "/whoami", "", "", nil)
+	r = r.WithContext(context.WithValue(r.Context(), peerKey, &peerVerdict{err: errors.New("uid 4242")}))
+	if _, ref := e.v.Judge(r); ref == nil || ref.Status != 403 || ref.Reason != ReasonNoAssertion {
+		t.Fatalf("another user's request: %v, want 403 no-assertion", ref)
+	}
+	// Without any connection facts at all, nobody is local (fail closed).
+	r = httptest.NewRequest("GET", "/whoami", nil)
+	r.Host, r.RemoteAddr = "127.0.0.1:9001", "127.0.0.1:40000"
+	if _, ref := e.v.Judge(r); ref == nil || ref.Reason != ReasonNoAssertion {
+		t.Fatalf("a request with no connection: %v, want 403 no-assertion", ref)
+	}
+}
+
 func TestJudge_NoAssertion(t *testing.T) {
 	e := newEnv(t, tokA, Config{})
 	runJudge(t, e, []judgeRow{
@@ -282,14 +301,15 @@ func TestJudge_NoAssertion(t *testing.T) {
 		{name: "Host localhost is local", host: "localhost:9001", scope: Local},
 		{name: "foreign Host is 421 host", host: "evil.example", status: 421, reason: ReasonHost},
 		{name: "Host 127.0.0.1.evil.example is 421 host", host: "127.0.0.1.evil.example:9001", status: 421, reason: ReasonHost},
-		{name: "X-Forwarded-For makes it remote", hs: []hdr{{"X-Forwarded-For", "127.0.0.1"}}, scope: Remote},
-		{name: "X_Forwarded_For makes it remote", hs: []hdr{{"X_forwarded_for", "127.0.0.1"}}, scope: Remote},
-		{name: "Forwarded makes it remote", hs: []hdr{{"Forwarded", "for=127.0.0.1"}}, scope: Remote},
-		{name: "X-Real-Ip makes it remote", hs: []hdr{{"X-Real-Ip", "127.0.0.1"}}, scope: Remote},
-		{name: "proxy header makes it remote with its login", hs: []hdr{{"Tailscale-User-Login", alice}}, scope: Remote, login: alice},
-		{name: "proxy header RFC 2047", hs: []hdr{{"Tailscale-User-Login", "=?utf-8?q?j=C3=B6rg@example.com?="}}, scope: Remote, login: "jörg@example.com"},
-		{name: "two proxy logins: remote, no login", hs: []hdr{{"Tailscale-User-Login", alice}, {"Tailscale-User-Login", "bob"}}, scope: Remote},
-		{name: "peer not loopback is remote", peer: "192.0.2.7:5555", scope: Remote},
+		// Only the supervisor's assertion makes a caller remote: through a proxy, or from
+		// another machine, without one, the caller is nobody (403 no-assertion).
+		{name: "X-Forwarded-For without assertion is 403", hs: []hdr{{"X-Forwarded-For", "127.0.0.1"}}, status: 403, reason: ReasonNoAssertion},
+		{name: "X_Forwarded_For without assertion is 403", hs: []hdr{{"X_forwarded_for", "127.0.0.1"}}, status: 403, reason: ReasonNoAssertion},
+		{name: "Forwarded without assertion is 403", hs: []hdr{{"Forwarded", "for=127.0.0.1"}}, status: 403, reason: ReasonNoAssertion},
+		{name: "X-Real-Ip without assertion is 403", hs: []hdr{{"X-Real-Ip", "127.0.0.1"}}, status: 403, reason: ReasonNoAssertion},
+		{name: "a forged proxy header is believed as nobody", hs: []hdr{{"Tailscale-User-Login", alice}}, status: 403, reason: ReasonNoAssertion},
+		{name: "proxy header RFC 2047 believed as nobody", hs: []hdr{{"Tailscale-User-Login", "=?utf-8?q?j=C3=B6rg@example.com?="}}, status: 403, reason: ReasonNoAssertion},
+		{name: "peer not loopback is 403", peer: "192.0.2.7:5555", status: 403, reason: ReasonNoAssertion},
 		{name: "same Origin is local", hs: []hdr{{"Origin", "http://127.0.0.1:9001"}}, scope: Local},
 		{name: "foreign Origin is 403 cross-origin", hs: []hdr{{"Origin", "http://evil.example"}}, status: 403, reason: ReasonCrossOrigin},
 		{name: "Origin null is 403 cross-origin", hs: []hdr{{"Origin", "null"}}, status: 403, reason: ReasonCrossOrigin},
@@ -299,7 +319,8 @@ func TestJudge_NoAssertion(t *testing.T) {
 
 	e2 := newEnv(t, tokA, Config{AllowHost: func(h string) bool { return h == "machine.tailnet.ts.net" }})
 	runJudge(t, e2, []judgeRow{
-		{name: "AllowHost admits a Host without assertion", host: "machine.tailnet.ts.net", hs: []hdr{{"Tailscale-User-Login", alice}}, scope: Remote, login: alice},
+		{name: "AllowHost admits a Host for this user's own requests", host: "machine.tailnet.ts.net", scope: Local},
+		{name: "AllowHost never makes a proxied request remote", host: "machine.tailnet.ts.net", hs: []hdr{{"Tailscale-User-Login", alice}}, status: 403, reason: ReasonNoAssertion},
 		{name: "C2 AllowHost never admits an assertion", host: "machine.tailnet.ts.net", hs: assert(tokA, alice), status: 421, reason: ReasonNotLoopback},
 	})
 }

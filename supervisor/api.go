@@ -94,7 +94,7 @@ func (s *Server) bearerOK(r *http.Request) bool {
 		return false
 	}
 	tok = strings.TrimSpace(tok)
-	return tok != "" && s.token.Match(tok) // Match compares in constant time
+	return tok != "" && s.token.MatchFresh(tok) // compares in constant time
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

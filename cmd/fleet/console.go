@@ -99,6 +99,7 @@ func serveConsole(ctx context.Context, o consoleOptions, stdout, stderr io.Write
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
 		BaseContext:       func(net.Listener) context.Context { return base },
+		ConnContext:       v.ConnContext, // who is "local" is judged once per connection
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	served := make(chan error, 1)

@@ -155,7 +155,13 @@ func (t *Token) Refresh() (changed bool, err error) {
 	}
 	if tok != t.current {
 		if t.current != "" {
-			t.previous, t.prevUntil = t.current, t.now().Add(RotationGrace)
+			// The grace counts from the rotation itself (the file's mtime), not from when this
+			// follower noticed it, so the old token is never believed longer than RotationGrace.
+			rotated := t.now()
+			if stamp.mod.Before(rotated) {
+				rotated = stamp.mod
+			}
+			t.previous, t.prevUntil = t.current, rotated.Add(RotationGrace)
 		}
 		t.current = tok
 	}
@@ -190,6 +196,19 @@ func (t *Token) Match(got string) bool {
 		ok = subtle.ConstantTimeCompare([]byte(got), []byte(prev)) == 1 || ok
 	}
 	return ok
+}
+
+// MatchFresh is Match, but when got does not match it re-reads the file (one stat) and tries
+// again: a peer that noticed a rotation first (the supervisor sending the new token) is not
+// refused in the moment before this follower's own poll.
+func (t *Token) MatchFresh(got string) bool {
+	if t.Match(got) {
+		return true
+	}
+	if changed, _ := t.Refresh(); !changed {
+		return false
+	}
+	return t.Match(got)
 }
 
 // Watch calls Refresh every interval until stop is closed. onErr, if not nil, is told of each new
