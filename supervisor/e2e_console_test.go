@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -136,5 +137,63 @@ func pollUntil(t testing.TB, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestTokenRotationFailsNoRequest_C1: requests flow through the supervisor to the reference
+// console while `fleet token rotate` runs; whichever side notices the new token first, no request
+// fails (the console compares a miss again after re-reading the file, and believes the previous
+// token for its grace).
+func TestTokenRotationFailsNoRequest_C1(t *testing.T) {
+	d := startDoor(t)
+	v, err := console.New(console.Config{StateDir: d.home, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := &http.Server{Handler: refconsole.New(refconsole.Config{ID: "ref", Verifier: v, Logger: slog.New(slog.DiscardHandler)}),
+		ConnContext: v.ConnContext}
+	go ref.Serve(ln)
+	defer ref.Close()
+	if _, err := d.srv.Registry().Put(Console{ID: "ref", Addr: ln.Addr().String()}); err != nil {
+		t.Fatal(err)
+	}
+	whoami := func() int {
+		req, _ := http.NewRequest("GET", "http://"+d.addr+"/c/ref/whoami", nil)
+		req.Host = tsName
+		req.Header.Set("X-Forwarded-For", aliceIP)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := whoami(); code != 200 {
+		t.Fatalf("before the rotation: %d", code)
+	}
+	old, _ := state.ReadToken(filepath.Join(state.FleetDir(d.home), state.TokenFile))
+	if err := state.RotateToken(state.FleetDir(d.home)); err != nil {
+		t.Fatal(err)
+	}
+	// Keep asking until both followers (supervisor and console poll every second) have moved on.
+	deadline := time.Now().Add(3 * time.Second)
+	n := 0
+	for time.Now().Before(deadline) {
+		if code := whoami(); code != 200 {
+			t.Fatalf("request %d after the rotation: %d", n, code)
+		}
+		n++
+	}
+	if cur, _ := d.srv.token.Current(); cur == old {
+		t.Fatal("the supervisor never picked up the new token")
+	}
+	if code := whoami(); code != 200 {
+		t.Fatalf("after both moved on: %d", code)
 	}
 }
