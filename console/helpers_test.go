@@ -1,7 +1,6 @@
 package console
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net/http"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/phase-console/fleet/internal/state"
+	"github.com/phase-console/fleet/internal/testlog"
 )
 
 // Two valid fleet tokens: base64url of 32 'a' and 32 'b' bytes.
@@ -56,24 +56,6 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.mu.Lock()
 	c.t = c.t.Add(d)
 	c.mu.Unlock()
-}
-
-// syncBuffer is a bytes.Buffer safe for the log handler and the test to share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 type env struct {
@@ -175,3 +157,6 @@ func chmod(t *testing.T, path string, mode os.FileMode) {
 		t.Fatal(err)
 	}
 }
+
+// syncBuffer is the tests' log sink.
+type syncBuffer = testlog.Buffer

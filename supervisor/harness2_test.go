@@ -77,7 +77,7 @@ func requestLine(req string) (method, target string) {
 // path without its query, and the peer.
 func (d *door) wantRejected(t *testing.T, req string, status int, reason string) response {
 	t.Helper()
-	before, logsBefore := d.alpha.count(), len(d.logs.lines("fleet.rejected"))
+	before, logsBefore := d.alpha.count(), len(d.logs.Events("fleet.rejected"))
 	r := d.rawAs(req)
 	d.wantRefused(t, r, before, status, reason)
 	d.wantRejectedLine(t, logsBefore, req, reason)
@@ -88,7 +88,7 @@ func (d *door) wantRejected(t *testing.T, req string, status int, reason string)
 // that it describes req.
 func (d *door) wantRejectedLine(t *testing.T, logsBefore int, req, reason string) {
 	t.Helper()
-	lines := d.logs.lines("fleet.rejected")[logsBefore:]
+	lines := d.logs.Events("fleet.rejected")[logsBefore:]
 	if len(lines) != 1 {
 		t.Errorf("%d fleet.rejected lines for one refusal, want 1", len(lines))
 		return
@@ -120,7 +120,7 @@ func (d *door) rawAs(req string) response {
 // (for an upgrade or a stream); the caller closes it. Every read and write is bounded by waitLimit.
 func (d *door) open(req string) (net.Conn, *bufio.Reader, *http.Response) {
 	d.t.Helper()
-	d.rejectedBefore, d.lastExchange = len(d.logs.lines("fleet.rejected")), 1
+	d.rejectedBefore, d.lastExchange = len(d.logs.Events("fleet.rejected")), 1
 	conn, err := net.Dial("tcp", d.addr)
 	if err != nil {
 		d.t.Fatal(err)

@@ -6,7 +6,6 @@ package supervisor
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -22,6 +21,7 @@ import (
 	"time"
 
 	"github.com/phase-console/fleet/internal/state"
+	"github.com/phase-console/fleet/internal/testlog"
 	"tailscale.com/client/local"
 	"tailscale.com/client/tailscale/apitype"
 	"tailscale.com/ipn/ipnstate"
@@ -215,36 +215,6 @@ func (e *echoConsole) count() int {
 	return len(e.reqs)
 }
 
-// syncBuffer is a log sink that tests read while the server writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// logLines returns the JSON log lines whose msg is event.
-func (s *syncBuffer) lines(event string) []map[string]any {
-	var out []map[string]any
-	for _, l := range strings.Split(s.String(), "\n") {
-		var m map[string]any
-		if json.Unmarshal([]byte(l), &m) == nil && m["msg"] == event {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
 // door is a running supervisor with its fake tailnet and consoles.
 type door struct {
 	t       testing.TB
@@ -322,7 +292,7 @@ func (d *door) raw(req string) response {
 // rawMany writes req (possibly several pipelined requests) and reads n responses.
 func (d *door) rawMany(req string, n int) []response {
 	d.t.Helper()
-	d.rejectedBefore, d.lastExchange = len(d.logs.lines("fleet.rejected")), n
+	d.rejectedBefore, d.lastExchange = len(d.logs.Events("fleet.rejected")), n
 	conn, err := net.Dial("tcp", d.addr)
 	if err != nil {
 		d.t.Fatal(err)
@@ -407,7 +377,7 @@ func (d *door) wantRefused(t *testing.T, r response, before int, status int, rea
 		t.Errorf("the console saw %d new request(s); a refused request must never be forwarded", n-before)
 	}
 	if d.lastExchange == 1 { // S11: exactly one log line for this refusal, with its reason
-		lines := d.logs.lines("fleet.rejected")[d.rejectedBefore:]
+		lines := d.logs.Events("fleet.rejected")[d.rejectedBefore:]
 		if len(lines) != 1 || lines[0]["reason"] != reason {
 			t.Errorf("want one fleet.rejected line with reason %q, got %v", reason, lines)
 		}
@@ -438,3 +408,6 @@ func (d *door) wantForwarded(t *testing.T, r response, before int, login, path s
 	}
 	return s
 }
+
+// syncBuffer is the tests' log sink.
+type syncBuffer = testlog.Buffer

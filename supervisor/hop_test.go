@@ -41,7 +41,7 @@ func TestAssertionHeadersRefused_S3(t *testing.T) {
 		})
 	}
 	// S11: one log line per refusal, with the reason word, and never the token.
-	if got := len(d.logs.lines("fleet.rejected")); got != len(rows) {
+	if got := len(d.logs.Events("fleet.rejected")); got != len(rows) {
 		t.Errorf("%d fleet.rejected lines for %d refusals", got, len(rows))
 	}
 	if strings.Contains(d.logs.String(), d.token) {

@@ -230,13 +230,13 @@ func TestRefusalsLoggedWithoutSecrets_S11(t *testing.T) {
 			t.Errorf("got %d %q", r.status, r.body)
 		}
 	})
-	if got := len(d.logs.lines("fleet.rejected")); got != len(rows) {
+	if got := len(d.logs.Events("fleet.rejected")); got != len(rows) {
 		t.Errorf("%d fleet.rejected lines for %d refusals", got, len(rows))
 	}
 	if strings.Contains(d.logs.String(), tok) {
 		t.Error("the fleet token appears in the log")
 	}
-	for _, l := range d.logs.lines("fleet.rejected") {
+	for _, l := range d.logs.Events("fleet.rejected") {
 		if p, _ := l["path"].(string); strings.Contains(p, "?") {
 			t.Errorf("a logged path keeps its query: %q", p)
 		}

@@ -163,7 +163,7 @@ func TestHugeHeadersRefused_S9(t *testing.T) {
 		})
 	}
 	t.Run("S11 a 431 is one fleet.rejected line", func(t *testing.T) {
-		logsBefore := len(d.logs.lines("fleet.rejected"))
+		logsBefore := len(d.logs.Events("fleet.rejected"))
 		req := serveReq("GET", "/c/alpha/x", "X-Big: "+strings.Repeat("a", 80<<10))
 		r := d.rawAs(req)
 		if r.status != http.StatusRequestHeaderFieldsTooLarge || r.reason == "" {

@@ -1,7 +1,6 @@
 package refconsole
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,26 +15,10 @@ import (
 	"time"
 
 	"github.com/phase-console/fleet/internal/state"
+	"github.com/phase-console/fleet/internal/testlog"
 )
 
 const testToken = "YWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWE"
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // newStateHome makes a <stateHome> with a fleet folder and a token.
 func newStateHome(t *testing.T) (home, fleetDir string) {
@@ -336,3 +319,6 @@ func TestCheckSupervisorAddr(t *testing.T) {
 		}
 	}
 }
+
+// syncBuffer is the tests' log sink.
+type syncBuffer = testlog.Buffer

@@ -33,6 +33,7 @@ import (
 
 	"github.com/phase-console/fleet/console"
 	"github.com/phase-console/fleet/console/refconsole"
+	"github.com/phase-console/fleet/internal/testlog"
 	"github.com/phase-console/fleet/supervisor"
 )
 
@@ -184,14 +185,14 @@ func TestBrowser_S6_S7_S9_S12(t *testing.T) {
 		// The door refused each of them as cross-origin (S11 log line) …
 		want := map[string]int{"POST /c/ref/whoami": 2, "GET /c/ref/ws": 1}
 		got := map[string]int{}
-		for _, l := range f.logs.rejected() {
+		for _, l := range f.logs.Events("fleet.rejected") {
 			if l["reason"] == "cross-origin" && l["status"] == float64(http.StatusForbidden) {
 				got[fmt.Sprintf("%v %v", l["method"], l["path"])]++
 			}
 		}
 		for k, n := range want {
 			if got[k] < n {
-				t.Errorf("fleet.rejected cross-origin 403 for %s: %d lines, want %d; all refusals: %v", k, got[k], n, f.logs.rejected())
+				t.Errorf("fleet.rejected cross-origin 403 for %s: %d lines, want %d; all refusals: %v", k, got[k], n, f.logs.Events("fleet.rejected"))
 			}
 		}
 		// … and the console never saw them.
@@ -220,13 +221,13 @@ func TestBrowser_S6_S7_S9_S12(t *testing.T) {
 			t.Errorf("the page shows %q, want %q", h1, "403 hooks")
 		}
 		n := 0
-		for _, l := range f.logs.rejected() {
+		for _, l := range f.logs.Events("fleet.rejected") {
 			if l["reason"] == "hooks" && l["path"] == "/c/ref/hooks/permission-request" {
 				n++
 			}
 		}
 		if n == 0 {
-			t.Errorf("no fleet.rejected line with reason hooks: %v", f.logs.rejected())
+			t.Errorf("no fleet.rejected line with reason hooks: %v", f.logs.Events("fleet.rejected"))
 		}
 		if bad := f.console.find(func(r request) bool { return strings.HasPrefix(strings.ToLower(r.Path), "/hooks") }); len(bad) > 0 {
 			t.Errorf("the console saw hook requests: %+v", bad)
@@ -601,32 +602,5 @@ func (rc *recorder) find(match func(request) bool) []request {
 	return out
 }
 
-// syncBuffer is a log sink that the test reads while others write.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// rejected returns the supervisor's fleet.rejected log lines (S11).
-func (s *syncBuffer) rejected() []map[string]any {
-	var out []map[string]any
-	for _, l := range strings.Split(s.String(), "\n") {
-		var m map[string]any
-		if json.Unmarshal([]byte(l), &m) == nil && m["msg"] == "fleet.rejected" {
-			out = append(out, m)
-		}
-	}
-	return out
-}
+// syncBuffer is the test's log sink.
+type syncBuffer = testlog.Buffer
