@@ -25,23 +25,11 @@ import (
 // console deregisters on exit.
 func TestSupervisorAndReferenceConsole_S6_C4(t *testing.T) {
 	d := startDoor(t)
-	v, err := console.New(console.Config{StateDir: d.home, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer v.Close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ref := &http.Server{Handler: refconsole.New(refconsole.Config{ID: "ref", Verifier: v, Tick: 10 * time.Millisecond,
-		Logger: slog.New(slog.DiscardHandler)})}
-	go ref.Serve(ln)
-	defer ref.Close()
+	v, addr := startRefConsole(t, d)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	regDone := make(chan struct{})
-	reg := &refconsole.Registrar{ID: "ref", Name: "Reference", Addr: ln.Addr().String(),
+	reg := &refconsole.Registrar{ID: "ref", Name: "Reference", Addr: addr,
 		FleetDir: state.FleetDir(d.home), Supervisor: d.addr, Token: v.Bearer, Logger: slog.New(slog.DiscardHandler)}
 	go func() { reg.Run(ctx); close(regDone) }()
 	pollUntil(t, "the console to register", func() bool { _, ok := d.srv.Registry().Get("ref"); return ok })
@@ -146,20 +134,8 @@ func pollUntil(t testing.TB, what string, cond func() bool) {
 // token for its grace).
 func TestTokenRotationFailsNoRequest_C1(t *testing.T) {
 	d := startDoor(t)
-	v, err := console.New(console.Config{StateDir: d.home, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer v.Close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ref := &http.Server{Handler: refconsole.New(refconsole.Config{ID: "ref", Verifier: v, Logger: slog.New(slog.DiscardHandler)}),
-		ConnContext: v.ConnContext}
-	go ref.Serve(ln)
-	defer ref.Close()
-	if _, err := d.srv.Registry().Put(Console{ID: "ref", Addr: ln.Addr().String()}); err != nil {
+	_, addr := startRefConsole(t, d)
+	if _, err := d.srv.Registry().Put(Console{ID: "ref", Addr: addr}); err != nil {
 		t.Fatal(err)
 	}
 	whoami := func() int {
@@ -196,4 +172,26 @@ func TestTokenRotationFailsNoRequest_C1(t *testing.T) {
 	if code := whoami(); code != 200 {
 		t.Fatalf("after both moved on: %d", code)
 	}
+}
+
+// startRefConsole runs the reference console (id "ref", SSE every 10 ms) on a loopback port,
+// believing d's fleet token, and returns its verifier and address. It is not registered.
+func startRefConsole(t *testing.T, d *door) (*console.Verifier, string) {
+	t.Helper()
+	v, err := console.New(console.Config{StateDir: d.home, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { v.Close() })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := &http.Server{
+		Handler:     refconsole.New(refconsole.Config{ID: "ref", Verifier: v, Tick: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}),
+		ConnContext: v.ConnContext,
+	}
+	go ref.Serve(ln)
+	t.Cleanup(func() { ref.Close() })
+	return v, ln.Addr().String()
 }
