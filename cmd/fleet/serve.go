@@ -32,7 +32,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	port := fs.Int("port", supervisor.DefaultPort, "TCP port on 127.0.0.1")
 	stateDir := fs.String("state-dir", "", "state folder (default $PHASE_CONSOLE_STATE_HOME, $XDG_STATE_HOME/phase-console or ~/.local/state/phase-console)")
 	socket := fs.String("tailscale-socket", "", "tailscaled's LocalAPI socket (default: tailscaled's usual socket)")
-	uid := fs.Int("tailscaled-uid", -1, "uid that runs tailscaled (default: the owner of its LocalAPI socket)")
+	uid := fs.Int("tailscaled-uid", -1, "uid that runs tailscaled; -1: the owner of its LocalAPI socket")
 	unixSocket := fs.String("socket", "", "also listen on this unix socket (0600, folder 0700) for 'tailscale serve unix:PATH' (tailscaled 1.94+): the hardened set-up, see docs/operating.md")
 	if st, done := parseFlags(fs, args); done {
 		return st
