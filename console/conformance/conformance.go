@@ -271,6 +271,9 @@ func (c *checker) run(ctx context.Context) []Result {
 		whoami("C4", "asserted from a loopback peer with X-Forwarded-For 127.0.0.1: remote", "", with(assertion(phFleet, "root"), []hv{{"X-Forwarded-For", "127.0.0.1"}}), remote("root")),
 		whoami("C4", "asserted login \"local\": remote", "", assertion(phFleet, "local"), remote("local")),
 		whoami("C4", "asserted device login: remote", "", assertion(phFleet, device), remote(device)),
+		// Only the supervisor's assertion makes a caller remote: a proxy's word is not one.
+		whoami("C4", "no assertion, proxy header only: not believed as that login", "", proxyHeader, expect{status: []int{401, 403}}),
+		whoami("C4", "no assertion, X-Forwarded-For: not believed", "", []hv{{"X-Forwarded-For", "100.101.102.103"}}, expect{status: []int{401, 403}}),
 
 		{rule: "C5", what: "presence open to a local caller", method: "POST", path: "/presence", body: "{}", want: expect{ok2xx: true}},
 		{rule: "C5", what: "presence shut to scope remote → 403", method: "POST", path: "/presence", body: "{}", hs: good, want: expect{status: []int{403}}},

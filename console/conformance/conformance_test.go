@@ -107,6 +107,7 @@ func TestCheck_BrokenConsoles(t *testing.T) {
 		{"no Host check without an assertion", breaks{noHostCheck: true}, []string{"C2"}},
 		{"a local login for X-Forwarded-For 127.0.0.1", breaks{trustXFF: true}, []string{"C4"}},
 		{"presence open to remote", breaks{presenceOpen: true}, []string{"C5"}},
+		{"a proxied request without an assertion is remote", breaks{trustProxy: true}, []string{"C4"}},
 		{"hook believes a proxied request", breaks{hookTrustsProxy: true}, []string{"C6"}},
 		{"run tokens never expire", breaks{runsNeverEnd: true}, []string{"C6"}},
 		{"device may change reach settings", breaks{deviceMayChange: true}, []string{"C7"}},
@@ -187,6 +188,7 @@ type mini struct {
 type breaks struct {
 	skipC2, c1First, skipC3, prefixCompare, firstValue, noFold, noHostCheck, trustXFF  bool
 	presenceOpen, hookTrustsProxy, runsNeverEnd, deviceMayChange, noReasonHeader, echo bool
+	trustProxy                                                                         bool // a proxied request without an assertion is remote
 }
 
 func fold(name string) string {
@@ -298,7 +300,10 @@ func (m *mini) judge(r *http.Request) (who, int, string) {
 	}
 	ap, err := netip.ParseAddrPort(r.RemoteAddr)
 	if m.proxied(r.Header) || err != nil || !ap.Addr().IsLoopback() {
-		return who{"remote", ""}, 0, ""
+		if m.trustProxy {
+			return who{"remote", r.Header.Get("Tailscale-User-Login")}, 0, ""
+		}
+		return who{}, 403, "no-assertion"
 	}
 	return who{"local", ""}, 0, ""
 }
