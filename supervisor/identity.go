@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -128,9 +129,24 @@ func (v *verifier) verify(r *http.Request) (caller, *proxy.Refusal) {
 		return caller{}, unverified("X-Forwarded-For is not a Tailscale address")
 	}
 	ip = ip.Unmap()
+	// This node's own address: a process on this very machine, of any user, that connected to
+	// the node's Tailscale IP and so went through Serve. WhoIs names the node's owner for it, but
+	// nothing says that process is the owner.
+	st, ref := v.tailscaleStatus(ctx)
+	if ref != nil {
+		return caller{}, ref
+	}
+	if slices.Contains(st.TailscaleIPs, ip) || (st.Self != nil && slices.Contains(st.Self.TailscaleIPs, ip)) {
+		return caller{}, proxy.Refuse(http.StatusForbidden, "self",
+			"a request from this machine itself through its own Tailscale address proves nothing about its user; open the console on this machine directly")
+	}
 	who, ref := v.whoIs(ctx, ip.String())
 	if ref != nil {
 		return caller{}, ref
+	}
+	if who.Node != nil && st.Self != nil && who.Node.StableID != "" && who.Node.StableID == st.Self.ID {
+		return caller{}, proxy.Refuse(http.StatusForbidden, "self",
+			"a request from this machine itself through its own Tailscale address proves nothing about its user; open the console on this machine directly")
 	}
 	if who.Node != nil && who.Node.IsTagged() {
 		return caller{}, proxy.Refuse(http.StatusForbidden, "tagged-node", "tagged nodes are not people; only a user's device is let in")

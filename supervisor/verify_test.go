@@ -36,6 +36,7 @@ func TestCallerVerified_S5(t *testing.T) {
 		{"S5d forged Tailscale-User-Login", strings.Replace(serveReq("GET", "/c/alpha/"), "Tailscale-User-Login: "+alice, "Tailscale-User-Login: bob@example.com", 1), 401, "identity-mismatch", ""},
 		{"S5d two Tailscale-User-Login", serveReq("GET", "/c/alpha/", "Tailscale-User-Login: "+alice), 401, "identity-mismatch", ""},
 		{"S5d device-shaped forged login", strings.Replace(serveReq("GET", "/c/alpha/"), "Tailscale-User-Login: "+alice, "Tailscale-User-Login: device:phone#abcdef", 1), 401, "identity-mismatch", ""},
+		{"S5 this node's own address (a local process through Serve)", strings.Replace(serveReq("GET", "/c/alpha/"), aliceIP, selfIP, 1), 403, "self", ""},
 		{"S5 index page verified", serveReq("GET", "/", "Accept: application/json"), 200, "", ""},
 		{"S5 index page unverified", strings.Replace(serveReq("GET", "/"), aliceIP, "100.64.0.99", 1), 401, "unverified", ""},
 	}
