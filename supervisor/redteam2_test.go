@@ -121,7 +121,7 @@ func TestRedTeam2_Deploy_PrivateUsersHidesRoot(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Skip("needs root to set up the user namespace")
 	}
-	rtFinding(t, "FINDING: under the shipped user unit's PrivateUsers=yes, root (tailscaled) shows as 65534, so the supervisor verifies nobody")
+	rtFinding(t, "WHY: fixed in deploy/ (PrivateUsers=no, guarded by deploy.TestSystemdUnit_S1); this shows that under a user manager's PrivateUsers=yes root (tailscaled) shows as 65534 and the supervisor verifies nobody")
 	base, err := os.MkdirTemp("", "fleet-rt2-userns")
 	if err != nil {
 		t.Fatal(err)
