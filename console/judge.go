@@ -202,14 +202,19 @@ func (v *Verifier) Judge(r *http.Request) (Caller, *Refusal) {
 }
 
 // ConnContext, set as the console's http.Server.ConnContext, judges once per connection whether
-// its peer is this console's own user, instead of once per local request.
+// its peer is this console's own user — at once, in the background, while the connection surely
+// still holds its addresses — instead of once per local request.
 func (v *Verifier) ConnContext(ctx context.Context, c net.Conn) context.Context {
-	return context.WithValue(ctx, peerKey, &peerVerdict{conn: c})
+	pv := &peerVerdict{done: make(chan struct{})}
+	go func() {
+		defer close(pv.done)
+		pv.err = peercred.CheckOwn(c)
+	}()
+	return context.WithValue(ctx, peerKey, pv)
 }
 
 type peerVerdict struct {
-	conn net.Conn
-	once sync.Once
+	done chan struct{} // closed when err is known; nil: err was known from the start (tests)
 	err  error
 }
 
@@ -217,10 +222,9 @@ type peerVerdict struct {
 // uid (peercred), judged once per connection when ConnContext is set.
 func sameUser(r *http.Request) error {
 	if pv, ok := r.Context().Value(peerKey).(*peerVerdict); ok {
-		if pv.conn == nil { // judged already (tests hand over a verdict)
-			return pv.err
+		if pv.done != nil {
+			<-pv.done
 		}
-		pv.once.Do(func() { pv.err = peercred.CheckOwn(pv.conn) })
 		return pv.err
 	}
 	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)

@@ -75,20 +75,28 @@ type connFacts struct {
 
 type connFactsKey struct{}
 
-// connContext attaches connFacts to every accepted connection (http.Server.ConnContext).
+// connContext attaches connFacts to every accepted connection (http.Server.ConnContext). The
+// peer's uid is looked up at once, in the background, while the connection surely still holds its
+// addresses (peercred.ConnPeerUID also checks that it does); its first request waits for it.
 func connContext(ctx context.Context, c net.Conn) context.Context {
 	f := &connFacts{}
 	switch c := c.(type) {
 	case *net.TCPConn:
-		l, _ := netip.ParseAddrPort(c.LocalAddr().String())
-		r, _ := netip.ParseAddrPort(c.RemoteAddr().String())
-		f.local, f.remote = l, r
-		f.peerUID = func() (uint32, error) { return peercred.PeerUID(l, r) }
+		f.local, _ = netip.ParseAddrPort(c.LocalAddr().String())
+		f.remote, _ = netip.ParseAddrPort(c.RemoteAddr().String())
 	case *net.UnixConn:
 		f.viaUnix = true
-		f.peerUID = func() (uint32, error) { return peercred.UnixPeerUID(c) }
-	default:
-		f.peerUID = func() (uint32, error) { return 0, fmt.Errorf("unknown connection type %T", c) }
+	}
+	done := make(chan struct{})
+	var uid uint32
+	var err error
+	go func() {
+		defer close(done)
+		uid, err = peercred.ConnPeerUID(c)
+	}()
+	f.peerUID = func() (uint32, error) {
+		<-done
+		return uid, err
 	}
 	return context.WithValue(ctx, connFactsKey{}, f)
 }

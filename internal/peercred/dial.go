@@ -29,24 +29,41 @@ func DialOwn(ctx context.Context, network, addr string) (net.Conn, error) {
 	return c, nil
 }
 
-// CheckOwn reports an error unless the other end of c is a socket owned by this process's
-// effective uid: a loopback TCP connection (looked up with PeerUID) or a unix socket
-// (UnixPeerUID).
-func CheckOwn(c net.Conn) error {
-	want := uint32(os.Geteuid())
-	var got uint32
-	var err error
+// ConnPeerUID returns the uid that owns the other end of c: a loopback TCP connection (PeerUID,
+// then a check that c still holds its connection, so the answer is c's peer and not a later
+// holder of the same addresses) or a unix socket (UnixPeerUID). Call it as soon as c is accepted
+// or dialled.
+func ConnPeerUID(c net.Conn) (uint32, error) {
+	if w, ok := c.(interface{ NetConn() net.Conn }); ok { // *tls.Conn: the socket under it
+		c = w.NetConn()
+	}
 	switch c := c.(type) {
 	case *net.UnixConn:
-		got, err = UnixPeerUID(c)
-	default:
+		return UnixPeerUID(c)
+	case *net.TCPConn:
 		local, lerr := netip.ParseAddrPort(c.LocalAddr().String())
 		remote, rerr := netip.ParseAddrPort(c.RemoteAddr().String())
 		if lerr != nil || rerr != nil {
-			return fmt.Errorf("peercred: %v is not an IP connection", c.RemoteAddr())
+			return 0, fmt.Errorf("peercred: %v is not an IP connection", c.RemoteAddr())
 		}
-		got, err = PeerUID(local, remote)
+		uid, err := PeerUID(local, remote)
+		if err != nil {
+			return 0, err
+		}
+		if err := stillConnected(c); err != nil {
+			return 0, fmt.Errorf("peercred: %w", err)
+		}
+		return uid, nil
+	default:
+		return 0, fmt.Errorf("peercred: cannot tell who is behind a %T", c)
 	}
+}
+
+// CheckOwn reports an error unless the other end of c is a socket owned by this process's
+// effective uid (ConnPeerUID).
+func CheckOwn(c net.Conn) error {
+	want := uint32(os.Geteuid())
+	got, err := ConnPeerUID(c)
 	if err != nil {
 		return fmt.Errorf("peercred: cannot tell who runs %v: %w", c.RemoteAddr(), err)
 	}

@@ -10,11 +10,16 @@ import (
 	"net/netip"
 	"os"
 	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
-// procNetAttempts is how often PeerUID reads the tables before it says ErrPeerUIDNotFound:
-// a read of /proc/net/tcp is not atomic and may miss an entry while sockets come and go.
-const procNetAttempts = 3
+// procNetBackoff is how long PeerUID waits before each new read of the tables when the peer's
+// socket is not (yet) listed: /proc is not read atomically, and a server's end of a fresh
+// connection is listed only once the server has accepted it (before that it has no inode). About
+// a quarter of a second in all, then ErrPeerUIDNotFound.
+var procNetBackoff = []time.Duration{0, time.Millisecond, 5 * time.Millisecond, 20 * time.Millisecond, 50 * time.Millisecond, 170 * time.Millisecond}
 
 // PeerUID returns the uid that owns the socket at the other end of a loopback TCP connection
 // whose local address is local and remote address is remote (as seen by the server).
@@ -31,7 +36,8 @@ func PeerUID(local, remote netip.AddrPort) (uint32, error) {
 	if !local.Addr().IsLoopback() {
 		return 0, fmt.Errorf("peercred: peer uid of %v <- %v: local address is not loopback", local, remote)
 	}
-	for range procNetAttempts {
+	for _, wait := range procNetBackoff {
+		time.Sleep(wait)
 		uid, found, err := procNetLookup(local, remote)
 		if err != nil {
 			return 0, fmt.Errorf("peercred: peer uid of %v <- %v: %w", local, remote, err)
@@ -78,6 +84,32 @@ func procNetLookup(local, remote netip.AddrPort) (uid uint32, found bool, err er
 // UnixPeerUID returns the uid of the process at the other end of a unix-socket connection
 // (SO_PEERCRED: the credentials the peer had when it connected). It fails closed: no
 // credentials, or the invalid uid 4294967295, is an error.
+// stillConnected reports an error unless c's own socket still holds its connection (TCP state
+// ESTABLISHED or CLOSE_WAIT, from TCP_INFO). Checked after PeerUID, it proves that the peer found
+// in /proc was the peer of c: while c's socket holds the address pair, no other connection can
+// take it, so a peer that reset its connection cannot hand its addresses to someone else's.
+func stillConnected(c *net.TCPConn) error {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var info *unix.TCPInfo
+	var infoErr error
+	if err := rc.Control(func(fd uintptr) {
+		info, infoErr = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
+	}); err != nil {
+		return err
+	}
+	if infoErr != nil {
+		return infoErr
+	}
+	const established, closeWait = 1, 8
+	if info.State != established && info.State != closeWait {
+		return fmt.Errorf("the connection closed while its peer was looked up (TCP state %d)", info.State)
+	}
+	return nil
+}
+
 func UnixPeerUID(c *net.UnixConn) (uint32, error) {
 	if c == nil {
 		return 0, errors.New("peercred: unix peer uid: nil connection")

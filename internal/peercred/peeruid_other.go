@@ -22,3 +22,5 @@ func PeerUID(local, remote netip.AddrPort) (uint32, error) {
 func UnixPeerUID(c *net.UnixConn) (uint32, error) {
 	return 0, ErrPeerUIDUnsupported
 }
+
+func stillConnected(c *net.TCPConn) error { return ErrPeerUIDUnsupported }
