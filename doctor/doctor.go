@@ -252,6 +252,7 @@ type route struct {
 	target     string
 	foreground bool
 	path       string // a path the proxy prepends; fleet wants none
+	byName     bool   // the target names localhost: it may resolve to [::1], which fleet does not hold
 }
 
 func (r *run) wantTargets(port int) string {
@@ -310,7 +311,8 @@ func (r *run) checkServe(sc *ipn.ServeConfig, self string, port int) {
 					if !ok {
 						continue
 					}
-					routes = append(routes, route{hp: hp, scheme: scheme, mount: mount, target: h.Proxy, foreground: foreground, path: extraPath})
+					routes = append(routes, route{hp: hp, scheme: scheme, mount: mount, target: h.Proxy, foreground: foreground, path: extraPath,
+						byName: strings.Contains(strings.ToLower(h.Proxy), "localhost")})
 				}
 			}
 		}
@@ -329,9 +331,11 @@ func (r *run) checkServe(sc *ipn.ServeConfig, self string, port int) {
 		r.add(Fail, "tailscale serve", fmt.Sprintf("forwards raw TCP to fleet (%s): fleet then gets no X-Forwarded-For and refuses every request", strings.Join(rawTCP, ", ")),
 			"tailscale serve --tcp=<port> off, then "+r.serveFix(port))
 	}
-	var good, fg, odd []route
+	var good, fg, odd, named []route
 	for _, rt := range routes {
 		switch {
+		case rt.byName:
+			named = append(named, rt)
 		case rt.mount != "/" || rt.path != "":
 			odd = append(odd, rt)
 		case rt.foreground:
@@ -343,6 +347,9 @@ func (r *run) checkServe(sc *ipn.ServeConfig, self string, port int) {
 	switch {
 	case len(good) > 0:
 		r.add(OK, "tailscale serve", describe(good), "")
+	case len(named) > 0:
+		r.add(Fail, "tailscale serve", describe(named)+": tailscaled resolves localhost at every dial and may reach [::1], "+
+			"which fleet does not hold and any local user can listen on", r.serveFix(port))
 	case len(fg) > 0:
 		r.add(Warn, "tailscale serve", describe(fg)+" only in the foreground: it stops when that 'tailscale serve' command exits", r.serveFix(port))
 	case len(odd) > 0:

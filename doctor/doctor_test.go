@@ -250,7 +250,7 @@ func TestServeTargets_S2(t *testing.T) {
 	port := startSupervisor(t, home)
 	p := strconv.Itoa(port)
 	sock := filepath.Join(t.TempDir(), "serve.sock")
-	for _, target := range []string{p, "127.0.0.1:" + p, "localhost:" + p, "http://127.0.0.1:" + p, "http://127.0.0.1:" + p + "/", "unix:" + sock} {
+	for _, target := range []string{p, "127.0.0.1:" + p, "http://127.0.0.1:" + p, "http://127.0.0.1:" + p + "/", "unix:" + sock} {
 		t.Run(target, func(t *testing.T) {
 			f := healthyTailscaled(port)
 			f.serve = serveConfig(80, true, "/", target)
