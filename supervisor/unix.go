@@ -60,6 +60,9 @@ func ListenUnix(path string) (*net.UnixListener, error) {
 	if len(path) > maxUnixPath {
 		return nil, fmt.Errorf("unix socket %s: the path is %d bytes, the kernel takes at most %d; choose a shorter one", path, len(path), maxUnixPath)
 	}
+	if err := state.CheckAncestors(filepath.Dir(path)); err != nil {
+		return nil, fmt.Errorf("unix socket folder: %w", err)
+	}
 	if err := state.EnsureDir(filepath.Dir(path)); err != nil {
 		return nil, fmt.Errorf("unix socket folder: %w", err)
 	}
