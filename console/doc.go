@@ -45,6 +45,10 @@
 //     no-assertion. The owner is read with internal/peercred, once per connection when the
 //     console sets Verifier.ConnContext on its http.Server, and any doubt refuses (fail closed;
 //     Linux only for now, so elsewhere no request is local).
+//   - This console runs as tailscaled's user (the owner of Config.TailscaleSocket, root in most
+//     containers): 403 no-assertion for everyone, since tailscaled with userspace networking
+//     forwards tailnet peers to 127.0.0.1 from that very uid. Run consoles as another user, or set
+//     Config.TrustTailscaledUser when tailscaled uses a kernel TUN.
 //   - Otherwise it is scope local with login "". A local request whose Origin header is present
 //     and is not the request's own origin (http://<Host>; Origin: null too) is 403 cross-origin,
 //     so that no web page can act as the local user.

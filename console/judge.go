@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/phase-console/fleet/internal/peercred"
@@ -85,16 +86,25 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock of the rotation grace; nil means time.Now.
 	Now func() time.Time
+	// TailscaleSocket is tailscaled's LocalAPI socket, whose owner is tailscaled's uid; ""
+	// means DefaultTailscaleSocket. A console running as that uid believes nobody local.
+	TailscaleSocket string
+	// TrustTailscaledUser lets a console that runs as tailscaled's uid believe local callers
+	// anyway. Set it only when tailscaled uses a kernel TUN (it then never forwards a tailnet
+	// peer to 127.0.0.1) or when nothing else runs as that user.
+	TrustTailscaledUser bool
 }
 
 // A Verifier judges requests against the fleet token. It is safe for concurrent use.
 type Verifier struct {
-	token     *state.Token
-	proxyFold string
-	allowHost func(string) bool
-	log       *slog.Logger
-	stop      chan struct{}
-	closeOnce sync.Once
+	token       *state.Token
+	proxyFold   string
+	allowHost   func(string) bool
+	tsSocket    string
+	trustTSUser bool
+	log         *slog.Logger
+	stop        chan struct{}
+	closeOnce   sync.Once
 }
 
 // WatchInterval is how often the token file's stamp is polled; C1 wants a change seen within 2 s.
@@ -116,13 +126,18 @@ func New(cfg Config) (*Verifier, error) {
 	if ph == "" {
 		ph = DefaultProxyHeader
 	}
+	if cfg.TailscaleSocket == "" {
+		cfg.TailscaleSocket = DefaultTailscaleSocket
+	}
 	path := filepath.Join(state.FleetDir(home), state.TokenFile)
 	v := &Verifier{
-		token:     state.NewTokenFollower(path, cfg.Now),
-		proxyFold: proxy.FoldName(ph),
-		allowHost: cfg.AllowHost,
-		log:       log,
-		stop:      make(chan struct{}),
+		token:       state.NewTokenFollower(path, cfg.Now),
+		proxyFold:   proxy.FoldName(ph),
+		allowHost:   cfg.AllowHost,
+		tsSocket:    cfg.TailscaleSocket,
+		trustTSUser: cfg.TrustTailscaledUser,
+		log:         log,
+		stop:        make(chan struct{}),
 	}
 	if _, err := v.token.Current(); err != nil {
 		v.logToken(err)
@@ -192,13 +207,35 @@ func (v *Verifier) Judge(r *http.Request) (Caller, *Refusal) {
 	if v.proxied(r.Header) || !loopbackPeer(r.RemoteAddr) {
 		return Caller{}, refusal(http.StatusForbidden, ReasonNoAssertion, "", "only the supervisor's assertion makes a caller remote; this request came through a proxy or from another machine")
 	}
-	if err := sameUser(r); err != nil {
+	if err := v.sameUser(r); err != nil {
 		return Caller{}, refusal(http.StatusForbidden, ReasonNoAssertion, "", "the caller is not this console's user: "+err.Error())
 	}
 	if !sameOrigin(r) {
 		return Caller{}, refusal(http.StatusForbidden, ReasonCrossOrigin, "", "Origin is not this console's own origin")
 	}
 	return Caller{Scope: Local}, nil
+}
+
+// DefaultTailscaleSocket is where tailscaled's LocalAPI socket usually is on Linux.
+const DefaultTailscaleSocket = "/var/run/tailscale/tailscaled.sock"
+
+// notTailscaledsUser reports an error when this console runs as the same user as tailscaled (the
+// owner of its LocalAPI socket). tailscaled with userspace networking forwards a tailnet peer's
+// connection straight to 127.0.0.1 from a socket of its own uid: a console of that same uid could
+// not tell the stranger from its own user, so it believes nobody local — unless
+// Config.TrustTailscaledUser says tailscaled cannot forward (a kernel TUN).
+func (v *Verifier) notTailscaledsUser() error {
+	if v.trustTSUser {
+		return nil
+	}
+	st, err := os.Stat(v.tsSocket)
+	if err != nil {
+		return nil // no tailscaled here: nothing forwards tailnet peers to this machine's loopback
+	}
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok && int(sys.Uid) == os.Geteuid() {
+		return fmt.Errorf("this console runs as tailscaled's user (uid %d, owner of %s), so a tailnet peer that tailscaled forwards to 127.0.0.1 looks like you; run the console as another user (or set TrustTailscaledUser when tailscaled uses a kernel TUN)", sys.Uid, v.tsSocket)
+	}
+	return nil
 }
 
 // ConnContext, set as the console's http.Server.ConnContext, judges once per connection whether
@@ -220,7 +257,10 @@ type peerVerdict struct {
 
 // sameUser reports an error unless the peer of r's connection is a socket of this process's own
 // uid (peercred), judged once per connection when ConnContext is set.
-func sameUser(r *http.Request) error {
+func (v *Verifier) sameUser(r *http.Request) error {
+	if err := v.notTailscaledsUser(); err != nil {
+		return err
+	}
 	if pv, ok := r.Context().Value(peerKey).(*peerVerdict); ok {
 		if pv.done != nil {
 			<-pv.done

@@ -38,9 +38,13 @@ type rt2Console struct {
 	starts int
 }
 
-func newRT2Console(t *testing.T, gate func()) *rt2Console {
+func newRT2Console(t *testing.T, gate func(), cfg ...Config) *rt2Console {
 	t.Helper()
-	c := &rt2Console{e: newEnv(t, tokA, Config{})}
+	var conf Config
+	if len(cfg) > 0 {
+		conf = cfg[0]
+	}
+	c := &rt2Console{e: newEnv(t, tokA, conf)}
 	mux := http.NewServeMux()
 	mux.Handle("POST /runs", c.e.v.LocalOnly(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, tok, _ := c.runs.Start()
@@ -95,8 +99,19 @@ func TestRedTeam2_C4_TailscaledUIDIsLocal(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the console must run as tailscaled's uid (root)")
 	}
-	rt2Finding(t, "FINDING: a console that runs as tailscaled's uid (root) believes tailscaled's netstack forward of a tailnet peer as scope local")
-	c := newRT2Console(t, nil)
+	// tailscaled's LocalAPI socket, owned (like tailscaled) by this console's uid.
+	dir, err := os.MkdirTemp("", "fleet-ts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "tailscaled.sock")
+	tsLn, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tsLn.Close()
+	c := newRT2Console(t, nil, Config{TailscaleSocket: sock})
 	// The bytes a tailnet peer writes; tailscaled (uid 0) opens the connection to 127.0.0.1.
 	conn, err := net.Dial("tcp4", c.addr)
 	if err != nil {

@@ -33,6 +33,8 @@ type consoleOptions struct {
 	id, name, supervisor string
 	port                 int
 	home                 string
+	tailscaleSocket      string
+	trustTailscaledUser  bool
 }
 
 func runConsole(args []string, stdout, stderr io.Writer) int {
@@ -42,6 +44,8 @@ func runConsole(args []string, stdout, stderr io.Writer) int {
 	name := fs.String("name", "", "display name (default: the id)")
 	stateDir := fs.String("state-dir", "", "state folder (default $PHASE_CONSOLE_STATE_HOME, $XDG_STATE_HOME/phase-console or ~/.local/state/phase-console)")
 	sup := fs.String("supervisor", "", "supervisor address, a loopback literal like 127.0.0.1:7420 (default: from <stateHome>/fleet/supervisor.addr)")
+	tsSocket := fs.String("tailscale-socket", console.DefaultTailscaleSocket, "tailscaled's LocalAPI socket: a console running as its owner believes nobody local")
+	trustTS := fs.Bool("trust-tailscaled-user", false, "believe local callers even when running as tailscaled's user (only with tailscaled on a kernel TUN)")
 	if st, done := parseFlags(fs, args); done {
 		return st
 	}
@@ -66,14 +70,16 @@ func runConsole(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return serveConsole(ctx, consoleOptions{id: *id, name: *name, supervisor: *sup, port: *port, home: home}, stdout, stderr)
+	return serveConsole(ctx, consoleOptions{id: *id, name: *name, supervisor: *sup, port: *port, home: home,
+		tailscaleSocket: *tsSocket, trustTailscaledUser: *trustTS}, stdout, stderr)
 }
 
 // serveConsole runs the reference console until ctx is done, then deregisters and shuts down.
 // Its first line on stdout names the address it listens on.
 func serveConsole(ctx context.Context, o consoleOptions, stdout, stderr io.Writer) int {
 	log := slog.New(slog.NewJSONHandler(stderr, nil))
-	v, err := console.New(console.Config{StateDir: o.home, Logger: log})
+	v, err := console.New(console.Config{StateDir: o.home, Logger: log,
+		TailscaleSocket: o.tailscaleSocket, TrustTailscaledUser: o.trustTailscaledUser})
 	if err != nil {
 		fmt.Fprintf(stderr, "fleet console: %v\n", err)
 		return 1
