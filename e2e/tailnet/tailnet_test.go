@@ -505,6 +505,18 @@ func TestTailnet(t *testing.T) {
 		}
 	})
 
+	t.Run("S5_own_address_refused", func(t *testing.T) {
+		// The node itself asks its own Serve: WhoIs names the node's owner, but any process on
+		// the machine could have sent this, so fleet refuses it (403 self).
+		path := "/c/alpha/self"
+		resp, err := f.do(f.sup, "GET", path, nil)
+		if err != nil {
+			t.Skipf("tsnet cannot reach its own Serve from the node itself here: %v", err)
+		}
+		wantRefused(t, resp, http.StatusForbidden, "self")
+		f.notForwarded(t, path)
+	})
+
 	t.Run("S7_hooks_refused", func(t *testing.T) {
 		for _, m := range []string{"GET", "POST"} {
 			for _, path := range []string{"/c/alpha/hooks", "/c/alpha/hooks/permission-request", "/c/alpha/Hooks/x"} {
