@@ -101,6 +101,12 @@ func connContext(ctx context.Context, c net.Conn) context.Context {
 	return context.WithValue(ctx, connFactsKey{}, f)
 }
 
+// refuseSelf answers a request from this node's own Tailscale address (403 self).
+func refuseSelf() *proxy.Refusal {
+	return proxy.Refuse(http.StatusForbidden, "self",
+		"a request from this machine itself through its own Tailscale address proves nothing about its user; open the console on this machine directly")
+}
+
 func unverified(detail string) *proxy.Refusal {
 	return proxy.Refuse(http.StatusUnauthorized, "unverified", detail)
 }
@@ -145,16 +151,14 @@ func (v *verifier) verify(r *http.Request) (caller, *proxy.Refusal) {
 		return caller{}, ref
 	}
 	if slices.Contains(st.TailscaleIPs, ip) || (st.Self != nil && slices.Contains(st.Self.TailscaleIPs, ip)) {
-		return caller{}, proxy.Refuse(http.StatusForbidden, "self",
-			"a request from this machine itself through its own Tailscale address proves nothing about its user; open the console on this machine directly")
+		return caller{}, refuseSelf()
 	}
 	who, ref := v.whoIs(ctx, ip.String())
 	if ref != nil {
 		return caller{}, ref
 	}
 	if who.Node != nil && st.Self != nil && who.Node.StableID != "" && who.Node.StableID == st.Self.ID {
-		return caller{}, proxy.Refuse(http.StatusForbidden, "self",
-			"a request from this machine itself through its own Tailscale address proves nothing about its user; open the console on this machine directly")
+		return caller{}, refuseSelf()
 	}
 	if who.Node != nil && who.Node.IsTagged() {
 		return caller{}, proxy.Refuse(http.StatusForbidden, "tagged-node", "tagged nodes are not people; only a user's device is let in")
