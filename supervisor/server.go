@@ -402,8 +402,8 @@ func hostOnly(h string) string {
 		h = h[:i]
 	}
 	h = strings.TrimSuffix(h, ".")
-	if h == "" {
-		return ""
+	if h == "" || strings.HasPrefix(h, ".") || strings.HasSuffix(h, ".") || strings.Contains(h, "..") {
+		return "" // an empty label
 	}
 	for i := 0; i < len(h); i++ {
 		c := h[i]
