@@ -21,9 +21,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/phase-console/fleet/internal/otheruser"
 )
 
 // rt2Console is a console with runs, presence and the hook behind the Verifier, on a real
@@ -151,17 +152,19 @@ func TestRedTeam2_C4_ResetConnectionInheritsNextOwner(t *testing.T) {
 			<-release
 		}
 	})
-	port := rt2FreePort(t)
-	h := rt2Start(t, fmt.Sprintf("rst %d %s", port, c.addr), fmt.Sprintf("POST /runs HTTP/1.1\r\nHost: %s\r\nContent-Length: 2\r\n\r\n{}", c.addr))
-	h.expect(t, "SENT")
+	port := otheruser.FreePort(t)
+	payload := fmt.Sprintf("POST /runs HTTP/1.1\r\nHost: %s\r\nContent-Length: 2\r\n\r\n{}", c.addr)
+	h := otheruser.Start(t, "^TestRedTeam2ConsoleHelperProcess$", "FLEET_RT2_CONSOLE", fmt.Sprintf("rst %d %s", port, c.addr),
+		func(cmd *exec.Cmd) { cmd.Env = append(cmd.Env, "FLEET_RT2_PAYLOAD="+payload) })
+	h.Expect(t, "SENT")
 	select {
 	case <-hit:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the request never reached the console")
 	}
-	h.say(t, "go")
-	h.expect(t, "RST")
-	h.wait(t)
+	h.Say(t, "go")
+	h.Expect(t, "RST")
+	h.Wait(t)
 	dl := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port}}
 	next, err := dl.Dial("tcp4", c.addr) // the console's own user, from the freed port
 	if err != nil {
@@ -174,7 +177,7 @@ func TestRedTeam2_C4_ResetConnectionInheritsNextOwner(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	if c.started() != 0 {
-		t.Fatalf("uid %d's reset request started a run as scope local", rt2HelperUID)
+		t.Fatalf("uid %d's reset request started a run as scope local", otheruser.UID)
 	}
 }
 
@@ -207,7 +210,7 @@ func TestRedTeam2_C4_HTTP2TLS(t *testing.T) {
 	mine()
 	out := rt2Run(t, "get "+url)
 	if !strings.HasPrefix(out, "STATUS 403 HTTP/2.0 no-assertion") {
-		t.Errorf("uid %d over HTTP/2: %q, want 403 no-assertion", rt2HelperUID, out)
+		t.Errorf("uid %d over HTTP/2: %q, want 403 no-assertion", otheruser.UID, out)
 	}
 	mine()
 }
@@ -232,7 +235,7 @@ func TestRedTeam2_C4_H2CWithoutConnContext(t *testing.T) {
 	url := "http://" + ln.Addr().String() + "/whoami"
 	out := rt2Run(t, "h2c "+url)
 	if !strings.HasPrefix(out, "STATUS 403 HTTP/2.0 no-assertion") {
-		t.Errorf("uid %d over h2c: %q, want 403 no-assertion over HTTP/2", rt2HelperUID, out)
+		t.Errorf("uid %d over h2c: %q, want 403 no-assertion over HTTP/2", otheruser.UID, out)
 	}
 	tr := &http.Transport{Protocols: new(http.Protocols)}
 	tr.Protocols.SetUnencryptedHTTP2(true)
@@ -280,10 +283,10 @@ func TestRedTeam2_C6_OtherUserWithLiveRunToken(t *testing.T) {
 	}
 	base := "http://" + c.addr + "/hooks/permission-request"
 	if out := rt2Run(t, "hook "+base+" "+tok); !strings.HasPrefix(out, "STATUS 403 no-assertion") {
-		t.Errorf("uid %d with a live run token: %q, want 403 no-assertion", rt2HelperUID, out)
+		t.Errorf("uid %d with a live run token: %q, want 403 no-assertion", otheruser.UID, out)
 	}
 	if out := rt2Run(t, "hook "+base+" "+tok+" X-Forwarded-For"); !strings.HasPrefix(out, "STATUS 403 not local") {
-		t.Errorf("uid %d with a proxy mark: %q, want 403 not local", rt2HelperUID, out)
+		t.Errorf("uid %d with a proxy mark: %q, want 403 not local", otheruser.UID, out)
 	}
 	for _, ev := range c.e.logs.Events(EventHookRejected) {
 		if ev["reason"] != ReasonNoAssertion && ev["reason"] != ReasonHookProxied {
@@ -295,8 +298,6 @@ func TestRedTeam2_C6_OtherUserWithLiveRunToken(t *testing.T) {
 
 // ---- helpers ------------------------------------------------------------------------------------
 
-func rt2Finding(t *testing.T, what string) { t.Helper(); rtFinding(t, what) }
-
 func whoamiMux() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/whoami", func(w http.ResponseWriter, r *http.Request) {
@@ -306,122 +307,11 @@ func whoamiMux() http.Handler {
 	return mux
 }
 
-func rt2FreePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
-type rt2Helper struct {
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	out   *bufio.Reader
-}
-
-func rt2Cmd(t *testing.T, mode, payload string) *exec.Cmd {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "console-rt2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	os.Chmod(dir, 0o755)
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(self)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "helper.test")
-	if err := os.WriteFile(bin, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "-test.run=^TestRedTeam2ConsoleHelperProcess$")
-	cmd.Env = append(os.Environ(), "FLEET_RT2_CONSOLE="+mode, "FLEET_RT2_PAYLOAD="+payload)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: rt2HelperUID, Gid: rt2HelperUID}}
-	cmd.Stderr = os.Stderr
-	return cmd
-}
-
-// rt2Run runs the helper to the end and returns its output.
+// rt2Run runs TestRedTeam2ConsoleHelperProcess as otheruser.UID to the end and returns its output.
 func rt2Run(t *testing.T, mode string) string {
 	t.Helper()
-	out, err := rt2Cmd(t, mode, "").Output()
-	if err != nil {
-		t.Skipf("cannot run a helper as uid %d: %v", rt2HelperUID, err)
-	}
-	return string(out)
+	return otheruser.Run(t, "^TestRedTeam2ConsoleHelperProcess$", "FLEET_RT2_CONSOLE", mode, "")
 }
-
-func rt2Start(t *testing.T, mode, payload string) *rt2Helper {
-	t.Helper()
-	cmd := rt2Cmd(t, mode, payload)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Skipf("cannot run a helper as uid %d: %v", rt2HelperUID, err)
-	}
-	t.Cleanup(func() { stdin.Close(); cmd.Process.Kill(); cmd.Wait() })
-	return &rt2Helper{cmd: cmd, stdin: stdin, out: bufio.NewReader(out)}
-}
-
-func (h *rt2Helper) expect(t *testing.T, prefix string) string {
-	t.Helper()
-	got := make(chan string, 1)
-	go func() {
-		for {
-			l, err := h.out.ReadString('\n')
-			if strings.HasPrefix(l, prefix) || err != nil {
-				got <- l
-				return
-			}
-		}
-	}()
-	select {
-	case l := <-got:
-		if !strings.HasPrefix(l, prefix) {
-			t.Fatalf("helper: want %q, got %q", prefix, l)
-		}
-		return l
-	case <-time.After(10 * time.Second):
-		t.Fatalf("helper: no %q", prefix)
-	}
-	return ""
-}
-
-func (h *rt2Helper) say(t *testing.T, line string) {
-	t.Helper()
-	if _, err := io.WriteString(h.stdin, line+"\n"); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func (h *rt2Helper) wait(t *testing.T) {
-	t.Helper()
-	h.stdin.Close()
-	done := make(chan error, 1)
-	go func() { done <- h.cmd.Wait() }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("helper did not exit")
-	}
-}
-
-// rt2HelperUID is the other user: not root, not the overflow uid.
-const rt2HelperUID = rtHelperUID
 
 // TestRedTeam2ConsoleHelperProcess is the other-uid client of the tests above.
 //

@@ -14,25 +14,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/phase-console/fleet/internal/otheruser"
 	"github.com/phase-console/fleet/internal/state"
 )
-
-// rtFinding skips a test that proves a finding unless FLEET_REDTEAM_FINDINGS=1.
-func rtFinding(t *testing.T, what string) {
-	t.Helper()
-	if os.Getenv("FLEET_REDTEAM_FINDINGS") == "" {
-		t.Skip(what)
-	}
-	t.Log(what)
-}
 
 // ---- Findings --------------------------------------------------------------------------------
 
@@ -66,7 +55,7 @@ func TestRedTeam_C4_OtherUserIsLocal(t *testing.T) {
 	go srv.Serve(ln)
 	defer srv.Close()
 
-	out := runRTConsoleHelper(t, "http://"+ln.Addr().String())
+	out := otheruser.Run(t, "^TestRedTeamConsoleHelperProcess$", "FLEET_RT_CONSOLE_HELPER", "http://"+ln.Addr().String(), "")
 	if !strings.Contains(out, "RUNS 403") {
 		t.Errorf("another uid started a run: %q", out)
 	}
@@ -442,39 +431,6 @@ func TestRedTeam_C7_DeviceLoginForms(t *testing.T) {
 }
 
 // ---- helper process (another uid) --------------------------------------------------------------
-
-const rtHelperUID = 4242
-
-func runRTConsoleHelper(t *testing.T, baseURL string) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "console-redteam")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	os.Chmod(dir, 0o755)
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(self)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "helper.test")
-	if err := os.WriteFile(bin, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "-test.run=^TestRedTeamConsoleHelperProcess$")
-	cmd.Env = append(os.Environ(), "FLEET_RT_CONSOLE_HELPER="+baseURL)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: rtHelperUID, Gid: rtHelperUID}}
-	cmd.Stderr = os.Stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Skipf("cannot run a helper as uid %d: %v", rtHelperUID, err)
-	}
-	return string(out)
-}
 
 // TestRedTeamConsoleHelperProcess is the other-uid client of TestRedTeam_C4_OtherUserIsLocal:
 // it starts a run and answers the permission hook with the run's token, printing each status.

@@ -13,29 +13,18 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/phase-console/fleet/internal/otheruser"
 	"github.com/phase-console/fleet/internal/state"
 	"tailscale.com/ipn"
 	"tailscale.com/ipn/ipnstate"
 	"tailscale.com/tailcfg"
 )
-
-const rt2UID = 4242
-
-func rt2Finding(t *testing.T, what string) {
-	t.Helper()
-	if os.Getenv("FLEET_REDTEAM_FINDINGS") == "" {
-		t.Skip(what)
-	}
-	t.Log(what)
-}
 
 // rt2API is a LocalAPI that answers with whatever the test puts in it, nil included.
 type rt2API struct {
@@ -65,7 +54,7 @@ func TestRedTeam2_Doctor_LocalhostTargetIsOK(t *testing.T) {
 	port := startSupervisor(t, home)
 	if os.Getuid() == 0 {
 		h := rt2Start(t, "listen [::1]:"+strconv.Itoa(port))
-		t.Log("uid 4242 holds " + h.expect(t, "PORT "))
+		t.Log("uid 4242 holds " + h.Expect(t, "PORT "))
 	}
 	for _, target := range []string{"localhost:" + strconv.Itoa(port), "http://localhost:" + strconv.Itoa(port)} {
 		f := healthyTailscaled(port)
@@ -173,20 +162,20 @@ func TestRedTeam2_Doctor_BearerOnlyToOwnUser(t *testing.T) {
 
 	t.Run("supervisor.addr held by another uid", func(t *testing.T) {
 		h := rt2Start(t, "squat [::1]:0")
-		port := strings.TrimSpace(strings.TrimPrefix(h.expect(t, "PORT "), "PORT "))
+		port := strings.TrimSpace(strings.TrimPrefix(h.Expect(t, "PORT "), "PORT "))
 		state.WriteFileAtomic(addrFile, []byte("[::1]:"+port+"\n"))
 		checks := Run(context.Background(), Config{StateHome: home, LocalAPI: healthyTailscaled(DefaultPort)})
 		if c, _ := find(checks, "supervisor"); c.Status != Fail {
 			t.Errorf("supervisor: %q, want FAIL", c.String())
 		}
-		h.say(t, "done")
-		if l := h.expect(t, "AUTH"); strings.Contains(l, "Bearer") {
-			t.Errorf("uid %d received the bearer: %q", rt2UID, l)
+		h.Say(t, "done")
+		if l := h.Expect(t, "AUTH"); strings.Contains(l, "Bearer") {
+			t.Errorf("uid %d received the bearer: %q", otheruser.UID, l)
 		}
 	})
 	t.Run("redirect to another uid", func(t *testing.T) {
 		h := rt2Start(t, "squat 127.0.0.1:0")
-		port := strings.TrimSpace(strings.TrimPrefix(h.expect(t, "PORT "), "PORT "))
+		port := strings.TrimSpace(strings.TrimPrefix(h.Expect(t, "PORT "), "PORT "))
 		ln, err := net.Listen("tcp4", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
@@ -201,87 +190,19 @@ func TestRedTeam2_Doctor_BearerOnlyToOwnUser(t *testing.T) {
 		if c, _ := find(checks, "supervisor"); c.Status == OK {
 			t.Errorf("supervisor: %q", c.String())
 		}
-		h.say(t, "done")
-		if l := h.expect(t, "AUTH"); strings.Contains(l, "Bearer") {
-			t.Errorf("uid %d received the bearer through a redirect: %q", rt2UID, l)
+		h.Say(t, "done")
+		if l := h.Expect(t, "AUTH"); strings.Contains(l, "Bearer") {
+			t.Errorf("uid %d received the bearer through a redirect: %q", otheruser.UID, l)
 		}
 	})
 }
 
 // ---- helpers ------------------------------------------------------------------------------------
 
-type rt2Helper struct {
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	out   *bufio.Reader
-}
-
-func rt2Start(t *testing.T, mode string) *rt2Helper {
+// rt2Start starts TestRedTeam2DoctorHelperProcess as otheruser.UID.
+func rt2Start(t *testing.T, mode string) *otheruser.Helper {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "doctor-rt2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	os.Chmod(dir, 0o755)
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(self)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "helper.test")
-	if err := os.WriteFile(bin, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "-test.run=^TestRedTeam2DoctorHelperProcess$")
-	cmd.Env = append(os.Environ(), "FLEET_DOCTOR_RT2="+mode)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: rt2UID, Gid: rt2UID}}
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Skipf("cannot run a helper as uid %d: %v", rt2UID, err)
-	}
-	t.Cleanup(func() { stdin.Close(); cmd.Process.Kill(); cmd.Wait() })
-	return &rt2Helper{cmd: cmd, stdin: stdin, out: bufio.NewReader(out)}
-}
-
-func (h *rt2Helper) expect(t *testing.T, prefix string) string {
-	t.Helper()
-	got := make(chan string, 1)
-	go func() {
-		for {
-			l, err := h.out.ReadString('\n')
-			if strings.HasPrefix(l, prefix) || err != nil {
-				got <- l
-				return
-			}
-		}
-	}()
-	select {
-	case l := <-got:
-		if !strings.HasPrefix(l, prefix) {
-			t.Fatalf("helper: want %q, got %q", prefix, l)
-		}
-		return l
-	case <-time.After(10 * time.Second):
-		t.Fatalf("helper: no %q", prefix)
-	}
-	return ""
-}
-
-func (h *rt2Helper) say(t *testing.T, line string) {
-	t.Helper()
-	io.WriteString(h.stdin, line+"\n")
+	return otheruser.Start(t, "^TestRedTeam2DoctorHelperProcess$", "FLEET_DOCTOR_RT2", mode, nil)
 }
 
 // TestRedTeam2DoctorHelperProcess is the other-uid side of the tests above.

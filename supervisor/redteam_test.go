@@ -15,14 +15,13 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/phase-console/fleet/console/refconsole"
+	"github.com/phase-console/fleet/internal/otheruser"
 )
 
 // rtTry writes req on a fresh connection and reads up to n responses; it stops at the first read
@@ -457,9 +456,14 @@ func TestRedTeam_S5a_VerdictNotSharedAcrossConnections(t *testing.T) {
 	}
 	ask("1")
 	before := d.alpha.count()
-	out := runRTHelper(t, "raw "+d.addr, serveReq("GET", "/c/alpha/stranger"))
+	mode := "raw " + d.addr
+	b, err := otheruser.Command(t, "^TestRedTeamHelperProcess$", "FLEET_REDTEAM_HELPER", mode, crlf(serveReq("GET", "/c/alpha/stranger"))).Output()
+	if err != nil {
+		t.Fatalf("helper %s: %v (%s)", mode, err, b)
+	}
+	out := string(b)
 	if !strings.HasPrefix(out, "STATUS 401 unverified") {
-		t.Errorf("a connection from uid %d: %q, want 401 unverified", rtOtherUID, out)
+		t.Errorf("a connection from uid %d: %q, want 401 unverified", otheruser.UID, out)
 	}
 	if d.alpha.count() != before {
 		t.Error("a connection from another uid was forwarded")
@@ -752,7 +756,7 @@ func TestRedTeam_S8_RegistrarSendsTokenToSquatter(t *testing.T) {
 		t.Skip("needs root to run the squatter as another user")
 	}
 	const tok = "YWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWE"
-	cmd, stdout := startRTHelper(t, "squat", "")
+	cmd, stdout := startRTHelper(t, "squat")
 	line, err := stdout.ReadString('\n')
 	if err != nil || !strings.HasPrefix(line, "PORT ") {
 		t.Fatalf("squatter: %q %v", line, err)
@@ -770,7 +774,7 @@ func TestRedTeam_S8_RegistrarSendsTokenToSquatter(t *testing.T) {
 	select {
 	case l := <-got:
 		if strings.Contains(l, tok) {
-			t.Errorf("a listener of uid %d received the fleet token", rtOtherUID)
+			t.Errorf("a listener of uid %d received the fleet token", otheruser.UID)
 		}
 	case <-time.After(3 * time.Second):
 	}
@@ -780,74 +784,13 @@ func TestRedTeam_S8_RegistrarSendsTokenToSquatter(t *testing.T) {
 	cmd.Wait()
 }
 
-// rtFinding skips a test that proves a finding (so that the suite stays green) unless
-// FLEET_REDTEAM_FINDINGS=1, which runs it to show that it fails.
-func rtFinding(t *testing.T, what string) {
-	t.Helper()
-	if os.Getenv("FLEET_REDTEAM_FINDINGS") == "" {
-		t.Skip(what)
-	}
-	t.Log(what)
-}
-
 // ---- helper process (another uid) --------------------------------------------------------------
 
-// rtHelperBin copies this test binary where uid rtOtherUID may run it.
-func rtHelperBin(t *testing.T) string {
+// startRTHelper starts TestRedTeamHelperProcess as otheruser.UID and returns it and its stdout.
+func startRTHelper(t *testing.T, mode string) (*exec.Cmd, *bufio.Reader) {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "fleet-redteam")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(self)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "helper.test")
-	if err := os.WriteFile(bin, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return bin
-}
-
-func rtHelperCmd(t *testing.T, mode, stdin string) *exec.Cmd {
-	cmd := exec.Command(rtHelperBin(t), "-test.run=^TestRedTeamHelperProcess$")
-	cmd.Env = append(os.Environ(), "FLEET_REDTEAM_HELPER="+mode)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: rtOtherUID, Gid: rtOtherUID}}
-	cmd.Stdin = strings.NewReader(crlf(stdin))
-	cmd.Stderr = os.Stderr
-	return cmd
-}
-
-// runRTHelper runs the helper as another uid and returns its stdout.
-func runRTHelper(t *testing.T, mode, stdin string) string {
-	t.Helper()
-	out, err := rtHelperCmd(t, mode, stdin).Output()
-	if err != nil {
-		t.Fatalf("helper %s: %v (%s)", mode, err, out)
-	}
-	return string(out)
-}
-
-func startRTHelper(t *testing.T, mode, stdin string) (*exec.Cmd, *bufio.Reader) {
-	t.Helper()
-	cmd := rtHelperCmd(t, mode, stdin)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Skipf("cannot run a helper as uid %d: %v", rtOtherUID, err)
-	}
-	return cmd, bufio.NewReader(out)
+	h := otheruser.Start(t, "^TestRedTeamHelperProcess$", "FLEET_REDTEAM_HELPER", mode, nil)
+	return h.Cmd, h.Out
 }
 
 // TestRedTeamHelperProcess is the other-uid client of the tests above; otherwise it does nothing.
@@ -898,9 +841,6 @@ func TestRedTeamHelperProcess(t *testing.T) {
 	os.Exit(0)
 }
 
-// rtOtherUID is the uid the red-team helper process runs as: not root, not the overflow uid 65534.
-const rtOtherUID = 4242
-
 // TestHopRefusesConsoleOfOtherUser_S6: a console port held by a process of another user (a dead
 // console's port taken over) gets nothing — not the fleet token, not the login: the hop checks
 // the owner of the console's socket before it sends a byte.
@@ -909,7 +849,7 @@ func TestHopRefusesConsoleOfOtherUser_S6(t *testing.T) {
 		t.Skip("needs root to run the squatter as another user")
 	}
 	d := startDoor(t)
-	cmd, stdout := startRTHelper(t, "squat", "")
+	cmd, stdout := startRTHelper(t, "squat")
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
 	line, err := stdout.ReadString('\n')
 	if err != nil || !strings.HasPrefix(line, "PORT ") {

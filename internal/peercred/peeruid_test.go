@@ -9,14 +9,14 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/phase-console/fleet/internal/otheruser"
 )
 
 // The samples below are what Linux prints on a little-endian machine (amd64, arm64): the
@@ -392,9 +392,6 @@ func TestUnixPeerUID(t *testing.T) {
 	}
 }
 
-// procNetHelperUID is the uid the helper process runs as: not root, not the overflow uid 65534.
-const procNetHelperUID = 4242
-
 // TestPeerUIDOtherUser runs the client as another user (needs root): the answer must be the
 // client's uid, not the supervisor's, over TCP and over a unix socket.
 func TestPeerUIDOtherUser(t *testing.T) {
@@ -404,25 +401,13 @@ func TestPeerUIDOtherUser(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Skip("needs root to run a client as another user")
 	}
-	// The helper is this test binary, copied where uid procNetHelperUID may run it.
+	// The unix socket is in a folder that uid otheruser.UID may enter.
 	dir, err := os.MkdirTemp("", "peeruid")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "helper.test")
-	data, err := os.ReadFile(self)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(bin, data, 0o755); err != nil {
 		t.Fatal(err)
 	}
 
@@ -443,20 +428,9 @@ func TestPeerUIDOtherUser(t *testing.T) {
 
 	for _, tt := range []struct{ network, addr string }{{"tcp", tcpLn.Addr().String()}, {"unix", sock}} {
 		t.Run(tt.network, func(t *testing.T) {
-			cmd := exec.Command(bin, "-test.run=^TestPeerUIDHelperProcess$")
-			cmd.Env = append(os.Environ(), "FLEET_PEERUID_HELPER="+tt.network+" "+tt.addr)
-			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: procNetHelperUID, Gid: procNetHelperUID}}
-			cmd.Stderr = os.Stderr
-			stdin, err := cmd.StdinPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				t.Skipf("cannot run a helper as uid %d: %v", procNetHelperUID, err)
-			}
+			h := otheruser.Start(t, "^TestPeerUIDHelperProcess$", "FLEET_PEERUID_HELPER", tt.network+" "+tt.addr, nil)
 			defer func() {
-				stdin.Close() // the helper exits
-				if err := cmd.Wait(); err != nil {
+				if err := h.Wait(t); err != nil { // closes its stdin: the helper exits
 					t.Errorf("helper: %v", err)
 				}
 			}()
@@ -486,8 +460,8 @@ func TestPeerUIDOtherUser(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if uid != procNetHelperUID {
-				t.Fatalf("peer uid = %d; want the helper's %d", uid, procNetHelperUID)
+			if uid != otheruser.UID {
+				t.Fatalf("peer uid = %d; want the helper's %d", uid, otheruser.UID)
 			}
 		})
 	}

@@ -16,23 +16,14 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/phase-console/fleet/internal/otheruser"
 )
-
-const rt2UID = 4242
-
-func rt2Finding(t *testing.T, what string) {
-	t.Helper()
-	if os.Getenv("FLEET_REDTEAM_FINDINGS") == "" {
-		t.Skip(what)
-	}
-	t.Log(what)
-}
 
 func rt2NeedRoot(t *testing.T) {
 	t.Helper()
@@ -59,21 +50,21 @@ func TestRedTeam2_PeerUIDAfterResetNamesNextOwner(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	port := rt2FreePort(t)
-	h := rt2Start(t, fmt.Sprintf("rst %d %s", port, ln.Addr()))
-	h.expect(t, "SENT")
+	port := otheruser.FreePort(t)
+	h := rt2Start(t, fmt.Sprintf("rst %d %s", port, ln.Addr()), nil)
+	h.Expect(t, "SENT")
 	old, err := ln.Accept()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer old.Close()
 	l, r := procNetAddrs(old)
-	if uid, err := PeerUID(l, r); err != nil || uid != rt2UID {
-		t.Fatalf("before the reset: %d %v, want %d", uid, err, rt2UID)
+	if uid, err := PeerUID(l, r); err != nil || uid != otheruser.UID {
+		t.Fatalf("before the reset: %d %v, want %d", uid, err, otheruser.UID)
 	}
-	h.say(t, "go")
-	h.expect(t, "RST")
-	h.wait(t)
+	h.Say(t, "go")
+	h.Expect(t, "RST")
+	h.Wait(t)
 	dl := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port}}
 	next, err := dl.Dial("tcp4", ln.Addr().String()) // root, from the freed port
 	if err != nil {
@@ -88,7 +79,7 @@ func TestRedTeam2_PeerUIDAfterResetNamesNextOwner(t *testing.T) {
 		t.Errorf("ConnPeerUID of the reset connection = %d (the new socket's owner), want an error", uid)
 	}
 	if CheckOwn(old) == nil {
-		t.Errorf("CheckOwn of a connection uid %d opened and reset: nil (judged as this user's)", rt2UID)
+		t.Errorf("CheckOwn of a connection uid %d opened and reset: nil (judged as this user's)", otheruser.UID)
 	}
 }
 
@@ -143,15 +134,15 @@ func TestRedTeam2_OtherUserCannotShareThePort(t *testing.T) {
 			}
 			defer ln.Close()
 			p := ln.Addr().(*net.TCPAddr).Port
-			h := rt2Start(t, "bind "+strconv.Itoa(p))
+			h := rt2Start(t, "bind "+strconv.Itoa(p), nil)
 			got := map[string]string{}
 			for i := 0; i < 5; i++ {
-				f := strings.Fields(h.expect(t, "BIND "))
+				f := strings.Fields(h.Expect(t, "BIND "))
 				got[f[1]] = f[2]
 			}
 			for _, a := range []string{"127.0.0.1", "0.0.0.0", "[::]", "[::ffff:127.0.0.1]"} {
 				if got[a] != "refused" {
-					t.Errorf("uid %d bound %s:%d beside our 127.0.0.1 listener: %s", rt2UID, a, p, got[a])
+					t.Errorf("uid %d bound %s:%d beside our 127.0.0.1 listener: %s", otheruser.UID, a, p, got[a])
 				}
 			}
 			t.Logf("[::1]:%d: %s", p, got["[::1]"])
@@ -164,8 +155,8 @@ func TestRedTeam2_OtherUserCannotShareThePort(t *testing.T) {
 func TestRedTeam2_DialOwnSpellings(t *testing.T) {
 	rt2NeedRoot(t)
 	for _, addr := range []string{"[::1]:0", "127.0.0.1:0", "127.0.0.2:0"} {
-		h := rt2Start(t, "listen "+addr)
-		port := strings.TrimSpace(strings.TrimPrefix(h.expect(t, "PORT "), "PORT "))
+		h := rt2Start(t, "listen "+addr, nil)
+		port := strings.TrimSpace(strings.TrimPrefix(h.Expect(t, "PORT "), "PORT "))
 		host, _, _ := net.SplitHostPort(addr)
 		dials := []string{net.JoinHostPort(host, port)}
 		if host == "127.0.0.1" {
@@ -175,7 +166,7 @@ func TestRedTeam2_DialOwnSpellings(t *testing.T) {
 			c, err := DialOwn(context.Background(), "tcp", d)
 			if err == nil {
 				c.Close()
-				t.Errorf("DialOwn(%s) to uid %d's listener: connected", d, rt2UID)
+				t.Errorf("DialOwn(%s) to uid %d's listener: connected", d, otheruser.UID)
 			} else if !errors.Is(err, ErrOtherUser) {
 				t.Logf("DialOwn(%s): %v (refused, not as ErrOtherUser)", d, err)
 			}
@@ -200,16 +191,16 @@ func TestRedTeam2_AcceptedSocketOwnerIsAcceptor(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	h := rt2StartWith(t, "servefd", func(cmd *exec.Cmd) { cmd.ExtraFiles = []*os.File{f} })
-	h.expect(t, "READY")
+	h := rt2Start(t, "servefd", func(cmd *exec.Cmd) { cmd.ExtraFiles = []*os.File{f} })
+	h.Expect(t, "READY")
 	addr := fmt.Sprintf("127.0.0.1:%d", rt2FilePort(t, f))
 	c, err := DialOwn(context.Background(), "tcp", addr)
 	if err == nil {
 		c.Close()
-		t.Fatalf("DialOwn to our listener accepted by uid %d: connected", rt2UID)
+		t.Fatalf("DialOwn to our listener accepted by uid %d: connected", otheruser.UID)
 	}
 	if !errors.Is(err, ErrOtherUser) {
-		t.Fatalf("DialOwn to our listener accepted by uid %d: %v, want ErrOtherUser", rt2UID, err)
+		t.Fatalf("DialOwn to our listener accepted by uid %d: %v, want ErrOtherUser", otheruser.UID, err)
 	}
 }
 
@@ -223,37 +214,27 @@ func TestRedTeam2_PeerUIDHalfClosedAndOrphaned(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	h := rt2Start(t, "fin "+ln.Addr().String())
-	h.expect(t, "CONNECTED")
+	h := rt2Start(t, "fin "+ln.Addr().String(), nil)
+	h.Expect(t, "CONNECTED")
 	c, err := ln.Accept()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
 	l, r := procNetAddrs(c)
-	h.say(t, "half")
-	h.expect(t, "HALF")
-	if uid, err := PeerUID(l, r); err != nil || uid != rt2UID {
-		t.Errorf("half-closed peer: %d %v, want %d", uid, err, rt2UID)
+	h.Say(t, "half")
+	h.Expect(t, "HALF")
+	if uid, err := PeerUID(l, r); err != nil || uid != otheruser.UID {
+		t.Errorf("half-closed peer: %d %v, want %d", uid, err, otheruser.UID)
 	}
-	h.say(t, "close")
-	h.expect(t, "CLOSED")
+	h.Say(t, "close")
+	h.Expect(t, "CLOSED")
 	if uid, err := PeerUID(l, r); err == nil {
 		t.Errorf("orphaned peer (closed, FIN_WAIT2 or TIME_WAIT): uid %d, want an error", uid)
 	}
 }
 
 // ---- helpers ------------------------------------------------------------------------------------
-
-func rt2FreePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
 
 // rt2FilePort is the port of a listening socket held as a file.
 func rt2FilePort(t *testing.T, f *os.File) int {
@@ -265,97 +246,11 @@ func rt2FilePort(t *testing.T, f *os.File) int {
 	return sa.(*syscall.SockaddrInet4).Port
 }
 
-type rt2Helper struct {
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	out   *bufio.Reader
-}
-
-func rt2Start(t *testing.T, mode string) *rt2Helper { return rt2StartWith(t, mode, nil) }
-
-func rt2StartWith(t *testing.T, mode string, more func(*exec.Cmd)) *rt2Helper {
+// rt2Start starts TestRedTeam2PeerCredHelperProcess as otheruser.UID; more, if not nil, may change
+// the command first.
+func rt2Start(t *testing.T, mode string, more func(*exec.Cmd)) *otheruser.Helper {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "peercred-rt2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	os.Chmod(dir, 0o755)
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(self)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "helper.test")
-	if err := os.WriteFile(bin, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "-test.run=^TestRedTeam2PeerCredHelperProcess$")
-	cmd.Env = append(os.Environ(), "FLEET_PEERCRED_RT2="+mode)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: rt2UID, Gid: rt2UID}}
-	cmd.Stderr = os.Stderr
-	if more != nil {
-		more(cmd)
-	}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Skipf("cannot run a helper as uid %d: %v", rt2UID, err)
-	}
-	t.Cleanup(func() { stdin.Close(); cmd.Process.Kill(); cmd.Wait() })
-	return &rt2Helper{cmd: cmd, stdin: stdin, out: bufio.NewReader(out)}
-}
-
-func (h *rt2Helper) expect(t *testing.T, prefix string) string {
-	t.Helper()
-	got := make(chan string, 1)
-	go func() {
-		for {
-			l, err := h.out.ReadString('\n')
-			if strings.HasPrefix(l, prefix) || err != nil {
-				got <- l
-				return
-			}
-		}
-	}()
-	select {
-	case l := <-got:
-		if !strings.HasPrefix(l, prefix) {
-			t.Fatalf("helper: want %q, got %q", prefix, l)
-		}
-		return l
-	case <-time.After(10 * time.Second):
-		t.Fatalf("helper: no %q", prefix)
-	}
-	return ""
-}
-
-func (h *rt2Helper) say(t *testing.T, line string) {
-	t.Helper()
-	if _, err := io.WriteString(h.stdin, line+"\n"); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func (h *rt2Helper) wait(t *testing.T) {
-	t.Helper()
-	h.stdin.Close()
-	done := make(chan error, 1)
-	go func() { done <- h.cmd.Wait() }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("helper did not exit")
-	}
+	return otheruser.Start(t, "^TestRedTeam2PeerCredHelperProcess$", "FLEET_PEERCRED_RT2", mode, more)
 }
 
 // TestRedTeam2PeerCredHelperProcess is the other-uid side of the tests above.
