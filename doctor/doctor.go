@@ -5,18 +5,25 @@
 //	WARN tailscaled mode: userspace networking (TUN:false): … — fix: …
 //	FAIL tailscale serve: nothing proxies to http://127.0.0.1:7420 — fix: tailscale serve --bg http://127.0.0.1:7420
 //
-// What it checks (rules of ../shared/SPEC.md):
+// What it checks (the SPEC's rule IDs in brackets):
 //   - tailscaled answers on its LocalAPI, is Running, and its version (1.94+ for a unix socket);
 //   - the tailscaled mode: a kernel TUN is OK; userspace networking is WARN, because then a
 //     tailnet peer can reach 127.0.0.1 ports straight through netstack and the supervisor must
-//     ask WhoIs about every connection to tell (S5b);
-//   - the Serve config points at this supervisor — http://127.0.0.1:<port> or unix:<socket> — at
-//     the root, in the background (S2);
+//     ask WhoIs about every connection to tell [S5b];
+//   - the Serve config points at this supervisor — unix:<socket> or http://127.0.0.1:<port> — at
+//     the root, in the background [S2];
+//   - nothing lets a tailnet peer write the bytes that reach fleet [S5e]: no raw TCP forward
+//     (serve --tcp, --tls-terminated-tcp) reaches fleet's port or its socket, and Serve does not
+//     publish the TCP door while Tailscale SSH is on (an SSH login can forward to 127.0.0.1 too);
+//     fleet refuses such requests (401 tcp-forwardable), and the fix is the unix-socket door;
 //   - Funnel is off for the names that publish fleet;
-//   - the state folder and its files are private (F1), the token is well-formed;
+//   - the state folder and its files are private [F1], the token is well-formed;
 //   - supervisor.addr is there, names a loopback address, and the supervisor there answers the
-//     fleet API with this folder's token (and so does the unix socket, when one is given).
-//
+//     fleet API with this folder's token (and so does the unix socket, when one is given);
+//   - the unix socket sits where no SSH forward of another account can reach it [S5e]: not below
+//     /tmp, not below a folder that others can write, not in another local account's home
+//     folder or runtime folder (/run/user/<uid>).
+
 // It only reads: it changes no file, no mode and no Serve config. It never prints the token, and
 // it sends the bearer only to a loopback literal address or the given unix socket, never through
 // an environment proxy.
@@ -41,6 +48,9 @@ import (
 type LocalAPI interface {
 	StatusWithoutPeers(ctx context.Context) (*ipnstate.Status, error)
 	GetServeConfig(ctx context.Context) (*ipn.ServeConfig, error)
+	// GetPrefs tells whether tailscaled runs Tailscale SSH (Prefs.RunSSH), which can forward
+	// to fleet's TCP door (SPEC S5e).
+	GetPrefs(ctx context.Context) (*ipn.Prefs, error)
 }
 
 // DefaultPort is the supervisor's default port (SPEC S1), used when neither Config.Port nor
@@ -128,6 +138,11 @@ func Run(ctx context.Context, cfg Config) []Check {
 			Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true, DialContext: peercred.DialOwn},
 		}
 	}
+	return runWith(ctx, cfg, realPlace())
+}
+
+// runWith is Run with the facts that judge the unix socket's place (tests give fakes).
+func runWith(ctx context.Context, cfg Config, place placeFacts) []Check {
 	r := &run{cfg: cfg}
 	port, portSource := r.port()
 	r.checkTailscale(ctx, port)
@@ -135,6 +150,7 @@ func Run(ctx context.Context, cfg Config) []Check {
 	r.checkSupervisor(ctx, port, portSource)
 	if cfg.Socket != "" {
 		r.checkSocket(ctx)
+		r.checkSocketPlace(place)
 	}
 	return r.checks
 }
@@ -142,7 +158,8 @@ func Run(ctx context.Context, cfg Config) []Check {
 type run struct {
 	cfg    Config
 	checks []Check
-	token  string // the fleet token, when it could be read; never printed
+	token  string   // the fleet token, when it could be read; never printed
+	ssh    sshState // whether tailscaled runs Tailscale SSH, from its prefs
 }
 
 func (r *run) add(s Status, name, what, fix string) {

@@ -53,6 +53,8 @@ func (r *run) checkTailscale(ctx context.Context, port int) {
 		}
 	}
 
+	r.readPrefs(ctx)
+
 	gctx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
 	sc, err := r.cfg.LocalAPI.GetServeConfig(gctx)
 	cancel()
@@ -60,7 +62,37 @@ func (r *run) checkTailscale(ctx context.Context, port int) {
 		r.add(Fail, "tailscale serve", fmt.Sprintf("cannot read the Serve config: %v", err), "check 'tailscale serve status'")
 		return
 	}
-	r.checkServe(sc, self, port)
+	r.checkServe(sc, port)
+}
+
+// sshState is what tailscaled's prefs say about Tailscale SSH.
+type sshState int
+
+const (
+	sshUnknown sshState = iota // not asked, or the prefs could not be read: judged as on
+	sshOff
+	sshOn
+)
+
+// readPrefs learns whether tailscaled runs Tailscale SSH. fleet itself refuses every /c/ request
+// while it cannot tell (S5e), so an unreadable prefs is a FAIL of its own.
+func (r *run) readPrefs(ctx context.Context) {
+	pctx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
+	prefs, err := r.cfg.LocalAPI.GetPrefs(pctx)
+	cancel()
+	switch {
+	case err != nil || prefs == nil:
+		why := "no prefs"
+		if err != nil {
+			why = shortErr(err)
+		}
+		r.add(Fail, "tailscaled prefs", fmt.Sprintf("cannot read them (%s): fleet cannot tell whether Tailscale SSH is on, so it refuses every /c/ request (401 unverified)", why),
+			"check that this user may read tailscaled's LocalAPI: tailscale debug prefs")
+	case prefs.RunSSH:
+		r.ssh = sshOn
+	default:
+		r.ssh = sshOff
+	}
 }
 
 func (r *run) socketNote() string {

@@ -17,6 +17,7 @@ import (
 type doctorFakeTailscaled struct {
 	proxy string // "" : no Serve config
 	down  bool
+	ssh   bool // prefs RunSSH
 }
 
 func (f *doctorFakeTailscaled) StatusWithoutPeers(context.Context) (*ipnstate.Status, error) {
@@ -25,6 +26,10 @@ func (f *doctorFakeTailscaled) StatusWithoutPeers(context.Context) (*ipnstate.St
 	}
 	return &ipnstate.Status{Version: "1.102.5", BackendState: "Running", TUN: true,
 		Self: &ipnstate.PeerStatus{DNSName: "sup.example.ts.net."}}, nil
+}
+
+func (f *doctorFakeTailscaled) GetPrefs(context.Context) (*ipn.Prefs, error) {
+	return &ipn.Prefs{WantRunning: true, RunSSH: f.ssh}, nil
 }
 
 func (f *doctorFakeTailscaled) GetServeConfig(context.Context) (*ipn.ServeConfig, error) {
