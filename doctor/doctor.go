@@ -127,6 +127,11 @@ func Failed(checks []Check) bool {
 // Run runs every check and returns them in order. It never fails as a whole: what cannot be
 // checked is itself a check.
 func Run(ctx context.Context, cfg Config) []Check {
+	return runWith(ctx, cfg, realPlace())
+}
+
+// runWith is Run with the facts that judge the unix socket's place (tests give fakes).
+func runWith(ctx context.Context, cfg Config, place placeFacts) []Check {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 5 * time.Second
 	}
@@ -138,11 +143,6 @@ func Run(ctx context.Context, cfg Config) []Check {
 			Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true, DialContext: peercred.DialOwn},
 		}
 	}
-	return runWith(ctx, cfg, realPlace())
-}
-
-// runWith is Run with the facts that judge the unix socket's place (tests give fakes).
-func runWith(ctx context.Context, cfg Config, place placeFacts) []Check {
 	r := &run{cfg: cfg}
 	port, portSource := r.port()
 	r.checkTailscale(ctx, port)
