@@ -79,6 +79,14 @@ func TestDoctor(t *testing.T) {
 		t.Fatalf("no Serve config: exit %d\n%s", st, out)
 	}
 
+	// S5e: the TCP door beside Tailscale SSH is a FAIL whose fix is the unix-socket door.
+	withDoctorTailscaled(t, &doctorFakeTailscaled{proxy: "http://" + addr, ssh: true})
+	st, out, _ = runFleet("doctor", "--state-dir", home)
+	if st != 1 || !strings.Contains(out, "FAIL tailscale ssh: on while Serve publishes the TCP door") ||
+		!strings.Contains(out, "— fix: publish the unix-socket door instead: fleet serve --socket /run/user/") {
+		t.Fatalf("S5e ssh on: exit %d\n%s", st, out)
+	}
+
 	withDoctorTailscaled(t, &doctorFakeTailscaled{down: true})
 	st, out, _ = runFleet("doctor", "--state-dir", home, "--tailscale-socket", "/nonexistent/tailscaled.sock")
 	if st != 1 || !strings.Contains(out, "FAIL tailscaled: cannot reach its LocalAPI at /nonexistent/tailscaled.sock") {
