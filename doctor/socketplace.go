@@ -94,20 +94,22 @@ func judgePlace(sock string, f placeFacts) []placeProblem {
 
 	for _, tmp := range f.tmp {
 		if below(sock, tmp) || below(real, tmp) || below(real, f.resolve(tmp)) {
-			// (tmp itself is then not judged again as a folder that others can write)
 			out = append(out, placeProblem{what: fmt.Sprintf("%s is below %s, where tailscaled lets every SSH login forward to unix sockets", sock, tmp), fix: move})
 			break
 		}
 	}
 
-	for dir := filepath.Dir(real); ; dir = filepath.Dir(dir) {
-		if st, err := f.stat(dir); err == nil && !isTmp(dir, f) {
-			if p := judgeFolder(dir, st, f.uid); p != "" {
-				out = append(out, placeProblem{what: fmt.Sprintf("%s is below %s, which %s: they could put their own socket in its place", sock, dir, p), fix: move})
+	// The folders above the path as given (tailscaled dials that path, following its symlinks
+	// at every dial) and above the path it resolves to; tmp was reported above.
+	seen := map[string]bool{}
+	for _, start := range []string{real, sock} {
+		for dir := filepath.Dir(start); !seen[dir]; dir = filepath.Dir(dir) {
+			seen[dir] = true
+			if st, err := f.stat(dir); err == nil && !isTmp(dir, f) {
+				if p := judgeFolder(dir, st, f.uid); p != "" {
+					out = append(out, placeProblem{what: fmt.Sprintf("%s is below %s, which %s: they could put their own socket in its place", sock, dir, p), fix: move})
+				}
 			}
-		}
-		if dir == filepath.Dir(dir) {
-			break
 		}
 	}
 
