@@ -66,7 +66,7 @@ func TestServeTargetLocalhost_S2(t *testing.T) {
 }
 
 // Serve configs as hostile as the LocalAPI could send: nil everywhere, malformed host:ports,
-// targets that only look like the supervisor. The doctor never panics, calls no look-alike
+// targets that only look like the supervisor, prefs missing or with SSH on. The doctor never panics, calls no look-alike
 // healthy, and never shows the token.
 func TestHostileServeConfigs(t *testing.T) {
 	home := newHome(t) // a token but no supervisor.addr: every check runs, nothing is probed
@@ -85,6 +85,7 @@ func TestHostileServeConfigs(t *testing.T) {
 		"http://127.0.0.1:" + strconv.Itoa(port+1), "127.0.0.1:" + p + ":" + p, "http://localhost.evil:" + p,
 		"tcp://127.0.0.1:" + p, "http://127.0.0.1 :" + p, "\x00", strings.Repeat("9", 100),
 	}
+	var prefs *ipn.Prefs // nil, SSH off and SSH on in turn below
 	hps := []ipn.HostPort{"", "no-port", ":443", "[::1", "a:b:c", supName + ":0", supName + ":99999", supName + ":443"}
 	run := func(name string, sc *ipn.ServeConfig) []Check {
 		t.Helper()
@@ -95,7 +96,7 @@ func TestHostileServeConfigs(t *testing.T) {
 					t.Fatalf("%s: panic %v", name, r)
 				}
 			}()
-			checks = Run(context.Background(), Config{StateHome: home, Port: port, LocalAPI: &hostileAPI{status: hostileStatus(), serve: sc}})
+			checks = Run(context.Background(), Config{StateHome: home, Port: port, LocalAPI: &hostileAPI{status: hostileStatus(), serve: sc, prefs: prefs}})
 		}()
 		if strings.Contains(report(checks), tok) {
 			t.Fatalf("%s: the report shows the token", name)
@@ -139,6 +140,7 @@ func TestHostileServeConfigs(t *testing.T) {
 		if rnd.Intn(3) == 0 {
 			sc.Foreground = map[string]*ipn.ServeConfig{"fg": sc.Clone(), "nil": nil}
 		}
+		prefs = []*ipn.Prefs{nil, {}, {RunSSH: true}}[rnd.Intn(3)]
 		run(fmt.Sprintf("random %d", i), sc)
 	}
 }
