@@ -66,8 +66,8 @@ func TestServeTargetLocalhost_S2(t *testing.T) {
 }
 
 // Serve configs as hostile as the LocalAPI could send: nil everywhere, malformed host:ports,
-// targets that only look like the supervisor, prefs missing or with SSH on. The doctor never panics, calls no look-alike
-// healthy, and never shows the token.
+// targets that only look like the supervisor, prefs missing or with SSH on. The doctor never
+// panics, calls no look-alike healthy, and never shows the token.
 func TestHostileServeConfigs(t *testing.T) {
 	home := newHome(t) // a token but no supervisor.addr: every check runs, nothing is probed
 	tok, err := state.LoadOrCreateToken(state.FleetDir(home))
