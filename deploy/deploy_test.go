@@ -51,7 +51,8 @@ func TestSystemdUnit_S1(t *testing.T) {
 	want := map[string]string{
 		"PrivateUsers":             "no", // root must keep its uid: S5a recognises tailscaled by it
 		"NoNewPrivileges":          "yes",
-		"RestrictAddressFamilies":  "AF_UNIX AF_INET AF_INET6",
+		"RestrictAddressFamilies":  "AF_UNIX AF_INET AF_INET6 AF_NETLINK", // netlink: sock_diag peer lookups
+		"RuntimeDirectory":         "fleet",
 		"RestrictNamespaces":       "yes",
 		"LockPersonality":          "yes",
 		"MemoryDenyWriteExecute":   "yes",
@@ -67,6 +68,14 @@ func TestSystemdUnit_S1(t *testing.T) {
 	}
 	if !strings.Contains(start[0], "--state-dir %h/.local/state/phase-console") {
 		t.Errorf("ExecStart does not pin --state-dir: %q", start[0])
+	}
+	// S5e: the unix-socket door by default, in the user's runtime folder (/run/user/<uid>, 0700;
+	// RuntimeDirectory makes %t/fleet 0700), never below /tmp.
+	if !strings.HasSuffix(start[0], " --socket %t/fleet/serve.sock") {
+		t.Errorf("ExecStart does not serve the unix-socket door at %%t/fleet/serve.sock: %q", start[0])
+	}
+	if strings.Contains(start[0], "/tmp") || strings.Contains(start[0], "%T") || strings.Contains(start[0], "%V") {
+		t.Errorf("ExecStart puts something below a temporary folder: %q", start[0])
 	}
 	// Any mount-namespacing option would make newer systemd set up a user namespace, in which a
 	// user manager maps root to 65534: fleet could then never recognise tailscaled.
@@ -280,6 +289,14 @@ func TestLaunchdPlist_S1(t *testing.T) {
 	if !strings.HasPrefix(script, "exec /usr/local/bin/fleet serve ") || !strings.Contains(script, `2>>"$HOME/Library/Logs/fleet.log"`) {
 		t.Errorf("script = %q", script)
 	}
+	// S5e: the unix-socket door by default, in the user's own ~/Library (quoted: the folder's
+	// name has a space), never below /tmp.
+	if !strings.Contains(script, ` --socket "$HOME/Library/Application Support/fleet/serve.sock" `) {
+		t.Errorf("script does not serve the unix-socket door in ~/Library: %q", script)
+	}
+	if strings.Contains(script, "/tmp") || strings.Contains(script, "TMPDIR") {
+		t.Errorf("script puts something below a temporary folder: %q", script)
+	}
 	if strings.Contains(strings.ToLower(script), "host") || strings.Contains(script, ";") || strings.Contains(script, "&&") {
 		t.Errorf("script does more than exec fleet serve on loopback: %q", script)
 	}
@@ -301,7 +318,8 @@ func TestLaunchdPlist_S1(t *testing.T) {
 	}
 }
 
-// TestServeDoc_S2: the Serve guide carries the exact commands, and never suggests Funnel.
+// TestServeDoc_S2: the Serve guide carries the exact commands, leads with the unix-socket door,
+// says why the TCP door is refused beside SSH or a raw forward (S5e), and never suggests Funnel.
 func TestServeDoc_S2(t *testing.T) {
 	b, err := os.ReadFile("tailscale-serve.md")
 	if err != nil {
@@ -309,8 +327,11 @@ func TestServeDoc_S2(t *testing.T) {
 	}
 	doc := string(b)
 	for _, want := range []string{
+		"sudo tailscale serve --bg unix:/run/user/$(id -u)/fleet/serve.sock",
+		"fleet serve --socket /run/user/$(id -u)/fleet/serve.sock",
 		"tailscale serve --bg http://127.0.0.1:7420",
-		"tailscale serve --bg unix:",
+		"401 `tcp-forwardable`",
+		"tailscale set --ssh=false",
 		"tailscale serve status",
 		"tailscale serve --https=443 off",
 		"tailscale funnel --https=443 off",
@@ -320,10 +341,22 @@ func TestServeDoc_S2(t *testing.T) {
 			t.Errorf("tailscale-serve.md lacks %q", want)
 		}
 	}
+	if strings.Contains(doc, "refuses every request") {
+		t.Errorf("tailscale-serve.md still says a raw TCP forward is refused outright: it is not (S5e)")
+	}
 	for _, line := range strings.Split(doc, "\n") {
 		l := strings.TrimSpace(line)
 		if strings.HasPrefix(l, "tailscale funnel") && !strings.HasSuffix(l, " off") && !strings.HasPrefix(l, "tailscale funnel status") {
 			t.Errorf("the guide turns Funnel on: %q", l)
+		}
+	}
+	for _, f := range []string{"tailscale-serve.md", "README.md"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i, j := strings.Index(string(b), "tailscale serve --bg unix:"), strings.Index(string(b), "tailscale serve --bg http:"); i < 0 || (j >= 0 && j < i) {
+			t.Errorf("%s does not lead with the unix-socket door", f)
 		}
 	}
 }

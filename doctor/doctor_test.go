@@ -21,11 +21,23 @@ import (
 	"tailscale.com/ipn/ipnstate"
 )
 
-// fakeTailscaled answers the doctor's two LocalAPI calls (and the supervisor's WhoIs).
+// fakeTailscaled answers the doctor's LocalAPI calls (and the supervisor's WhoIs).
 type fakeTailscaled struct {
 	status    *ipnstate.Status
 	statusErr error
 	serve     *ipn.ServeConfig
+	prefs     *ipn.Prefs // nil: SSH off
+	prefsErr  error
+}
+
+func (f *fakeTailscaled) GetPrefs(context.Context) (*ipn.Prefs, error) {
+	if f.prefsErr != nil {
+		return nil, f.prefsErr
+	}
+	if f.prefs == nil {
+		return &ipn.Prefs{WantRunning: true}, nil
+	}
+	return f.prefs, nil
 }
 
 func (f *fakeTailscaled) StatusWithoutPeers(context.Context) (*ipnstate.Status, error) {
@@ -169,6 +181,8 @@ func TestHealthy(t *testing.T) {
 	want(t, checks, "tailscaled mode", OK, "kernel TUN", "")
 	want(t, checks, "tailscale serve", OK, "https://"+supName+"/ → http://127.0.0.1:"+strconv.Itoa(port), "")
 	want(t, checks, "funnel", OK, "off", "")
+	want(t, checks, "raw tcp forward", OK, "none reaches fleet", "")
+	want(t, checks, "tailscale ssh", OK, "off", "")
 	want(t, checks, "state folder", OK, "private", "")
 	want(t, checks, "fleet.token", OK, "well-formed", "")
 	want(t, checks, "supervisor", OK, "answering at 127.0.0.1:"+strconv.Itoa(port)+": 0 console(s)", "")
@@ -216,9 +230,11 @@ func TestBroken(t *testing.T) {
 		{"S2 foreground only", func(f *fakeTailscaled, cfg *Config) {
 			f.serve = &ipn.ServeConfig{Foreground: map[string]*ipn.ServeConfig{"sess": serveConfig(443, false, "/", p)}}
 		}, "tailscale serve", Warn, "only in the foreground", "--bg"},
-		{"S2 raw TCP forward", func(f *fakeTailscaled, cfg *Config) {
+		{"S5e raw TCP forward", func(f *fakeTailscaled, cfg *Config) {
 			f.serve = &ipn.ServeConfig{TCP: map[uint16]*ipn.TCPPortHandler{443: {TCPForward: "127.0.0.1:" + p}}}
-		}, "tailscale serve", Fail, "raw TCP", "--tcp=<port> off"},
+		}, "raw tcp forward", Fail, "401 tcp-forwardable", "tailscale serve --tcp=443 off"},
+		{"S5e ssh on", func(f *fakeTailscaled, cfg *Config) { f.prefs = &ipn.Prefs{WantRunning: true, RunSSH: true} },
+			"tailscale ssh", Fail, "401 tcp-forwardable", "unix-socket door"},
 		{"funnel on", func(f *fakeTailscaled, cfg *Config) {
 			f.serve.AllowFunnel = map[ipn.HostPort]bool{ipn.HostPort(supName + ":443"): true}
 		}, "funnel", Fail, "Funnel is on for " + supName + ":443", "tailscale funnel --https=443 off"},
@@ -365,9 +381,12 @@ func TestSupervisor(t *testing.T) {
 		t.Cleanup(func() { srv.Close() })
 		f := healthyTailscaled(port)
 		f.serve = serveConfig(443, false, "/", "unix:"+sock)
-		checks := Run(context.Background(), Config{StateHome: home, LocalAPI: f, Socket: sock})
+		// A test's folders are below /tmp, which the doctor rightly refuses (TestSocketPlace_S5e):
+		// here the place is judged on a made-up machine where it is fine.
+		checks := runWith(context.Background(), Config{StateHome: home, LocalAPI: f, Socket: sock}, testFoldersFine())
 		want(t, checks, "tailscale serve", OK, "unix:"+sock, "")
 		want(t, checks, "unix socket", OK, "answering at "+sock, "")
+		want(t, checks, "unix socket place", OK, "out of reach", "")
 		if Failed(checks) {
 			t.Errorf("failed:\n%s", report(checks))
 		}

@@ -15,7 +15,7 @@ import (
 	"tailscale.com/paths"
 )
 
-const doctorSummary = "Check this machine's set-up (tailscaled, Serve, Funnel, state files, the supervisor); one OK/WARN/FAIL line each."
+const doctorSummary = "Check this machine's set-up (tailscaled, Serve, Tailscale SSH, raw TCP forwards, Funnel, state files, the supervisor, the unix socket's place); one OK/WARN/FAIL line each."
 
 func init() {
 	addCommand(&command{name: "doctor", summary: doctorSummary, run: runDoctor})
@@ -30,7 +30,7 @@ func runDoctor(args []string, stdout, stderr io.Writer) int {
 	stateDir := fs.String("state-dir", "", "state folder (default $PHASE_CONSOLE_STATE_HOME, $XDG_STATE_HOME/phase-console or ~/.local/state/phase-console)")
 	tsSocket := fs.String("tailscale-socket", "", "tailscaled's LocalAPI socket (default: tailscaled's usual socket)")
 	port := fs.Int("port", 0, "the supervisor's port on 127.0.0.1 (default: the one in supervisor.addr, else 7420)")
-	unixSocket := fs.String("socket", "", "the unix socket that 'fleet serve --socket' listens on, if the set-up uses one")
+	unixSocket := fs.String("socket", "", "the unix socket that 'fleet serve --socket' listens on (the unix-socket door, e.g. "+doctor.DefaultSocketPath()+"), if the set-up uses one")
 	if st, done := parseFlags(fs, args); done {
 		return st
 	}

@@ -17,6 +17,7 @@ import (
 type doctorFakeTailscaled struct {
 	proxy string // "" : no Serve config
 	down  bool
+	ssh   bool // prefs RunSSH
 }
 
 func (f *doctorFakeTailscaled) StatusWithoutPeers(context.Context) (*ipnstate.Status, error) {
@@ -25,6 +26,10 @@ func (f *doctorFakeTailscaled) StatusWithoutPeers(context.Context) (*ipnstate.St
 	}
 	return &ipnstate.Status{Version: "1.102.5", BackendState: "Running", TUN: true,
 		Self: &ipnstate.PeerStatus{DNSName: "sup.example.ts.net."}}, nil
+}
+
+func (f *doctorFakeTailscaled) GetPrefs(context.Context) (*ipn.Prefs, error) {
+	return &ipn.Prefs{WantRunning: true, RunSSH: f.ssh}, nil
 }
 
 func (f *doctorFakeTailscaled) GetServeConfig(context.Context) (*ipn.ServeConfig, error) {
@@ -72,6 +77,14 @@ func TestDoctor(t *testing.T) {
 	st, out, _ = runFleet("doctor", "--state-dir", home)
 	if st != 1 || !strings.Contains(out, "FAIL tailscale serve: nothing proxies to http://"+addr+" — fix: tailscale serve --bg http://"+addr) {
 		t.Fatalf("no Serve config: exit %d\n%s", st, out)
+	}
+
+	// S5e: the TCP door beside Tailscale SSH is a FAIL whose fix is the unix-socket door.
+	withDoctorTailscaled(t, &doctorFakeTailscaled{proxy: "http://" + addr, ssh: true})
+	st, out, _ = runFleet("doctor", "--state-dir", home)
+	if st != 1 || !strings.Contains(out, "FAIL tailscale ssh: on while Serve publishes the TCP door") ||
+		!strings.Contains(out, "— fix: publish the unix-socket door instead: fleet serve --socket /run/user/") {
+		t.Fatalf("S5e ssh on: exit %d\n%s", st, out)
 	}
 
 	withDoctorTailscaled(t, &doctorFakeTailscaled{down: true})

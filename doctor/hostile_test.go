@@ -1,8 +1,7 @@
 package doctor
 
-// Red-team tests of fleet doctor: hostile Serve configs from the LocalAPI, where the bearer may
-// go, and what the doctor calls healthy. A test that proves a finding fails today and is skipped
-// with "FINDING: …" unless FLEET_REDTEAM_FINDINGS=1; every other test is a guard.
+// What the doctor does with what it cannot trust: hostile Serve configs from the LocalAPI, Serve
+// targets that reach something other than fleet, and where the bearer may go.
 
 import (
 	"bufio"
@@ -26,34 +25,34 @@ import (
 	"tailscale.com/tailcfg"
 )
 
-// rt2API is a LocalAPI that answers with whatever the test puts in it, nil included.
-type rt2API struct {
+// hostileAPI is a LocalAPI that answers with whatever the test puts in it, nil included.
+type hostileAPI struct {
 	status *ipnstate.Status
 	serve  *ipn.ServeConfig
+	prefs  *ipn.Prefs
 }
 
-func (f *rt2API) StatusWithoutPeers(context.Context) (*ipnstate.Status, error) { return f.status, nil }
-func (f *rt2API) GetServeConfig(context.Context) (*ipn.ServeConfig, error)     { return f.serve, nil }
+func (f *hostileAPI) GetPrefs(context.Context) (*ipn.Prefs, error) { return f.prefs, nil }
 
-func rt2Status() *ipnstate.Status {
+func (f *hostileAPI) StatusWithoutPeers(context.Context) (*ipnstate.Status, error) {
+	return f.status, nil
+}
+func (f *hostileAPI) GetServeConfig(context.Context) (*ipn.ServeConfig, error) { return f.serve, nil }
+
+func hostileStatus() *ipnstate.Status {
 	return &ipnstate.Status{Version: "1.102.5", BackendState: "Running", TUN: true, Self: &ipnstate.PeerStatus{DNSName: supName + "."}}
 }
 
-// ---- Findings ----------------------------------------------------------------------------------
-
-// FINDING (low/medium): the doctor rates a Serve target of localhost:<port> OK, but fleet binds
-// 127.0.0.1:<port> only, so [::1]:<port> is free for any local user to take (shown here: uid 4242
-// holds it). tailscaled stores the target as written (ipn.ExpandProxyTargetValue expands only a
-// bare port to 127.0.0.1) and resolves localhost through /etc/hosts at every dial: where ::1 comes
-// first, or whenever 127.0.0.1 refuses (fleet restarting), tailnet users' requests — bodies,
-// cookies, Tailscale-User-Login — go to that user. Fix: doctor FAILs (or WARNs) localhost and [::1]
-// targets with the fix "tailscale serve --bg http://127.0.0.1:<port>" (or fleet also holds
-// [::1]:<port>).
-func TestRedTeam2_Doctor_LocalhostTargetIsOK(t *testing.T) {
+// A Serve target of localhost:<port> is no healthy set-up: fleet binds 127.0.0.1:<port> only, so
+// [::1]:<port> is free for any local user to take (shown here: otheruser.UID holds it), and
+// tailscaled resolves localhost at every dial (ipn.ExpandProxyTargetValue expands only a bare port
+// to 127.0.0.1). Where ::1 comes first, or while 127.0.0.1 refuses (fleet restarting), tailnet
+// users' requests would go to that user.
+func TestServeTargetLocalhost_S2(t *testing.T) {
 	home := newHome(t)
 	port := startSupervisor(t, home)
 	if os.Getuid() == 0 {
-		h := rt2Start(t, "listen [::1]:"+strconv.Itoa(port))
+		h := otherUserStart(t, "listen [::1]:"+strconv.Itoa(port))
 		t.Log("uid 4242 holds " + h.Expect(t, "PORT "))
 	}
 	for _, target := range []string{"localhost:" + strconv.Itoa(port), "http://localhost:" + strconv.Itoa(port)} {
@@ -66,12 +65,10 @@ func TestRedTeam2_Doctor_LocalhostTargetIsOK(t *testing.T) {
 	}
 }
 
-// ---- Guards ------------------------------------------------------------------------------------
-
 // Serve configs as hostile as the LocalAPI could send: nil everywhere, malformed host:ports,
-// targets that only look like the supervisor. The doctor never panics, calls no look-alike
-// healthy, and never shows the token.
-func TestRedTeam2_Doctor_HostileServeConfigs(t *testing.T) {
+// targets that only look like the supervisor, prefs missing or with SSH on. The doctor never
+// panics, calls no look-alike healthy, and never shows the token.
+func TestHostileServeConfigs(t *testing.T) {
 	home := newHome(t) // a token but no supervisor.addr: every check runs, nothing is probed
 	tok, err := state.LoadOrCreateToken(state.FleetDir(home))
 	if err != nil {
@@ -88,6 +85,7 @@ func TestRedTeam2_Doctor_HostileServeConfigs(t *testing.T) {
 		"http://127.0.0.1:" + strconv.Itoa(port+1), "127.0.0.1:" + p + ":" + p, "http://localhost.evil:" + p,
 		"tcp://127.0.0.1:" + p, "http://127.0.0.1 :" + p, "\x00", strings.Repeat("9", 100),
 	}
+	var prefs *ipn.Prefs // nil, SSH off and SSH on in turn below
 	hps := []ipn.HostPort{"", "no-port", ":443", "[::1", "a:b:c", supName + ":0", supName + ":99999", supName + ":443"}
 	run := func(name string, sc *ipn.ServeConfig) []Check {
 		t.Helper()
@@ -98,7 +96,7 @@ func TestRedTeam2_Doctor_HostileServeConfigs(t *testing.T) {
 					t.Fatalf("%s: panic %v", name, r)
 				}
 			}()
-			checks = Run(context.Background(), Config{StateHome: home, Port: port, LocalAPI: &rt2API{status: rt2Status(), serve: sc}})
+			checks = Run(context.Background(), Config{StateHome: home, Port: port, LocalAPI: &hostileAPI{status: hostileStatus(), serve: sc, prefs: prefs}})
 		}()
 		if strings.Contains(report(checks), tok) {
 			t.Fatalf("%s: the report shows the token", name)
@@ -142,6 +140,7 @@ func TestRedTeam2_Doctor_HostileServeConfigs(t *testing.T) {
 		if rnd.Intn(3) == 0 {
 			sc.Foreground = map[string]*ipn.ServeConfig{"fg": sc.Clone(), "nil": nil}
 		}
+		prefs = []*ipn.Prefs{nil, {}, {RunSSH: true}}[rnd.Intn(3)]
 		run(fmt.Sprintf("random %d", i), sc)
 	}
 }
@@ -149,7 +148,7 @@ func TestRedTeam2_Doctor_HostileServeConfigs(t *testing.T) {
 // The bearer goes only to a server of this user: not to another uid holding the address that
 // supervisor.addr names ([::1]:port beside a v4-only fleet), and not through a redirect from a
 // same-user server to another uid's port.
-func TestRedTeam2_Doctor_BearerOnlyToOwnUser(t *testing.T) {
+func TestBearerOnlyToOwnUser(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Skip("needs root to run another uid")
 	}
@@ -161,7 +160,7 @@ func TestRedTeam2_Doctor_BearerOnlyToOwnUser(t *testing.T) {
 	addrFile := filepath.Join(state.FleetDir(home), state.AddrFile)
 
 	t.Run("supervisor.addr held by another uid", func(t *testing.T) {
-		h := rt2Start(t, "squat [::1]:0")
+		h := otherUserStart(t, "squat [::1]:0")
 		port := strings.TrimSpace(strings.TrimPrefix(h.Expect(t, "PORT "), "PORT "))
 		state.WriteFileAtomic(addrFile, []byte("[::1]:"+port+"\n"))
 		checks := Run(context.Background(), Config{StateHome: home, LocalAPI: healthyTailscaled(DefaultPort)})
@@ -174,7 +173,7 @@ func TestRedTeam2_Doctor_BearerOnlyToOwnUser(t *testing.T) {
 		}
 	})
 	t.Run("redirect to another uid", func(t *testing.T) {
-		h := rt2Start(t, "squat 127.0.0.1:0")
+		h := otherUserStart(t, "squat 127.0.0.1:0")
 		port := strings.TrimSpace(strings.TrimPrefix(h.Expect(t, "PORT "), "PORT "))
 		ln, err := net.Listen("tcp4", "127.0.0.1:0")
 		if err != nil {
@@ -199,19 +198,19 @@ func TestRedTeam2_Doctor_BearerOnlyToOwnUser(t *testing.T) {
 
 // ---- helpers ------------------------------------------------------------------------------------
 
-// rt2Start starts TestRedTeam2DoctorHelperProcess as otheruser.UID.
-func rt2Start(t *testing.T, mode string) *otheruser.Helper {
+// otherUserStart starts TestOtherUserHelperProcess as otheruser.UID.
+func otherUserStart(t *testing.T, mode string) *otheruser.Helper {
 	t.Helper()
-	return otheruser.Start(t, "^TestRedTeam2DoctorHelperProcess$", "FLEET_DOCTOR_RT2", mode, nil)
+	return otheruser.Start(t, "^TestOtherUserHelperProcess$", "FLEET_DOCTOR_OTHERUSER", mode, nil)
 }
 
-// TestRedTeam2DoctorHelperProcess is the other-uid side of the tests above.
+// TestOtherUserHelperProcess is the other-uid side of the tests above.
 //
 //	listen ADDR: listen on ADDR, print PORT <port>, hold until stdin ends
 //	squat ADDR:  listen on ADDR, print PORT <port>; record the Authorization of every request; on a
 //	             line on stdin print "AUTH <what it saw>"
-func TestRedTeam2DoctorHelperProcess(t *testing.T) {
-	mode := os.Getenv("FLEET_DOCTOR_RT2")
+func TestOtherUserHelperProcess(t *testing.T) {
+	mode := os.Getenv("FLEET_DOCTOR_OTHERUSER")
 	if mode == "" {
 		return
 	}
