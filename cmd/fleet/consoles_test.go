@@ -93,7 +93,7 @@ func TestClientRefusesNonLoopbackSupervisor_S8(t *testing.T) {
 		}
 	}
 	st, _, errs := runFleet("consoles", "--state-dir", home)
-	if st != 1 || !strings.Contains(errs, "no supervisor is running") {
+	if st != 1 || !strings.Contains(errs, "no fleet serve is running") {
 		t.Errorf("no supervisor.addr: %d %q", st, errs)
 	}
 }
