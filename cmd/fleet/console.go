@@ -20,7 +20,7 @@ import (
 	"github.com/phase-console/fleet/internal/state"
 )
 
-const consoleSummary = "Run the reference console on 127.0.0.1: whoami, presence, runs, the permission hook, reach settings, SSE, WebSocket (SPEC C)."
+const consoleSummary = "Run the reference console on 127.0.0.1: whoami, presence, runs, the permission hook, reach settings, SSE, WebSocket (the C rules of docs/contract.md)."
 
 func init() {
 	addCommand(&command{name: "console", summary: consoleSummary, run: runConsole})

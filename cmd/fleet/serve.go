@@ -42,7 +42,7 @@ type serveOptions struct {
 
 func runServe(args []string, stdout, stderr io.Writer) int {
 	if flagNamed(args, "host") {
-		fmt.Fprintln(stderr, "fleet serve: --host is refused (SPEC S1): the supervisor listens on 127.0.0.1 only; publish it with 'tailscale serve --bg http://127.0.0.1:7420'")
+		fmt.Fprintln(stderr, "fleet serve: --host is refused (rule S1, docs/contract.md): the supervisor listens on 127.0.0.1 only; publish it with 'tailscale serve --bg http://127.0.0.1:7420'")
 		return 2
 	}
 	fs := newFlags("serve", serveSummary, stdout, stderr)
