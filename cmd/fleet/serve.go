@@ -211,7 +211,21 @@ func answersAsFleet(addr string) bool {
 var serveStatusAPI = func(socket string) interface {
 	StatusWithoutPeers(context.Context) (*ipnstate.Status, error)
 } {
-	return &local.Client{Socket: socket, UseSocketOnly: true}
+	return socketStatus{&local.Client{Socket: socket, UseSocketOnly: true}}
+}
+
+// errNoSocket says that tailscaled's LocalAPI socket does not exist.
+var errNoSocket = errors.New("no socket")
+
+// socketStatus asks the LocalAPI only when its socket exists: the client would retry a missing
+// one until the timeout, and start-up would wait for nothing.
+type socketStatus struct{ c *local.Client }
+
+func (s socketStatus) StatusWithoutPeers(ctx context.Context) (*ipnstate.Status, error) {
+	if _, err := os.Stat(s.c.Socket); err != nil {
+		return nil, errNoSocket
+	}
+	return s.c.StatusWithoutPeers(ctx)
 }
 
 // tailscaledFacts is what the start-up line says about tailscaled.
@@ -229,9 +243,9 @@ func askTailscaled(ctx context.Context, socket string) tailscaledFacts {
 	st, err := serveStatusAPI(socket).StatusWithoutPeers(ctx)
 	switch {
 	case err != nil:
-		detail := fmt.Sprintf("no answer on %s", socket)
-		if _, serr := os.Stat(socket); serr != nil {
-			detail = fmt.Sprintf("no socket at %s", socket)
+		detail := "no answer on " + socket
+		if errors.Is(err, errNoSocket) {
+			detail = "no socket at " + socket
 		}
 		return tailscaledFacts{state: "unreachable", detail: detail,
 			next: "start tailscaled (or pass --tailscale-socket); until then every /c/ request is 401 unverified, and local callers open a console at its own address ('fleet consoles')"}
@@ -243,14 +257,20 @@ func askTailscaled(ctx context.Context, socket string) tailscaledFacts {
 		if st.Self != nil {
 			name = strings.TrimSuffix(st.Self.DNSName, ".")
 		}
-		return tailscaledFacts{state: "running", detail: name, next: "publish it with 'tailscale serve --bg http://%s', then run 'fleet doctor'"}
+		return tailscaledFacts{state: "running", detail: name, next: "publish it with 'tailscale serve --bg %s', then run 'fleet doctor'"}
 	}
 }
 
 // startupLine says where fleet listens, what tailscaled said, and what to do next: one line for a
 // person on a terminal, one JSON log line otherwise.
 func startupLine(stderr io.Writer, log *slog.Logger, o serveOptions, addr string, ts tailscaledFacts) {
-	next := strings.ReplaceAll(ts.next, "%s", addr)
+	target := "http://" + addr // what Tailscale Serve should publish: the unix socket when there is one
+	if o.unixSocket != "" {
+		if abs, err := filepath.Abs(o.unixSocket); err == nil {
+			target = "unix:" + abs
+		}
+	}
+	next := strings.ReplaceAll(ts.next, "%s", target)
 	text := o.logFormat == "text" || (o.logFormat == "auto" && isTerminal(stderr))
 	if !text {
 		log.Info("fleet.listening", "addr", addr, "state", o.home, "tailscaled", ts.state, "tailscaled_detail", ts.detail, "next", next)
@@ -265,7 +285,11 @@ func startupLine(stderr io.Writer, log *slog.Logger, o serveOptions, addr string
 	default:
 		tsWords = "tailscaled not found (" + ts.detail + ")"
 	}
-	fmt.Fprintf(stderr, "fleet serve: listening on http://%s (state %s); %s; next: %s\n", addr, o.home, tsWords, next)
+	where := "http://" + addr
+	if o.unixSocket != "" {
+		where += " and unix:" + o.unixSocket
+	}
+	fmt.Fprintf(stderr, "fleet serve: listening on %s (state %s); %s; next: %s\n", where, o.home, tsWords, next)
 }
 
 // flagNamed reports whether args (before a "--") hold the flag name in any spelling: one or two

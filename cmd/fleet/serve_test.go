@@ -161,11 +161,17 @@ type runningServe struct {
 // startServe runs serve for home on a free port with the given log format and no tailscaled.
 func startServe(t *testing.T, home, logFormat string) *runningServe {
 	t.Helper()
+	return startServeSocket(t, home, logFormat, "")
+}
+
+// startServeSocket is startServe with --socket.
+func startServeSocket(t *testing.T, home, logFormat, unixSocket string) *runningServe {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
 	done := make(chan int, 1)
 	errb := &syncBuffer{}
-	o := serveOptions{home: home, port: 0, tailscaledUID: os.Getuid(), logFormat: logFormat,
+	o := serveOptions{home: home, port: 0, tailscaledUID: os.Getuid(), logFormat: logFormat, unixSocket: unixSocket,
 		tailscaleSocket: filepath.Join(t.TempDir(), "no-tailscaled.sock"), ready: func(a string) { ready <- a }}
 	go func() { done <- serve(ctx, o, io.Discard, errb) }()
 	rs := &runningServe{stderr: errb}
@@ -318,6 +324,25 @@ func TestStartupLine(t *testing.T) {
 		if got == nil || got["addr"] != rs.addr || got["tailscaled"] != "running" || got["tailscaled_detail"] != "sup.tail-scale.ts.net" ||
 			!strings.Contains(fmt.Sprint(got["next"]), "tailscale serve --bg http://"+rs.addr) {
 			t.Errorf("fleet.listening line %v (stderr %s)", got, rs.stderr)
+		}
+	})
+	t.Run("text, with --socket: publish the socket", func(t *testing.T) {
+		old := serveStatusAPI
+		serveStatusAPI = func(string) interface {
+			StatusWithoutPeers(context.Context) (*ipnstate.Status, error)
+		} {
+			return fakeStatus{&ipnstate.Status{BackendState: "Running", Self: &ipnstate.PeerStatus{DNSName: "sup.tail-scale.ts.net."}}}
+		}
+		defer func() { serveStatusAPI = old }()
+		sock := filepath.Join(t.TempDir(), "run", "serve.sock")
+		rs := startServeSocket(t, filepath.Join(t.TempDir(), "state"), "text", sock)
+		rs.stop()
+		want := "fleet serve: listening on http://" + rs.addr + " and unix:" + sock + " "
+		if !strings.Contains(rs.stderr.String(), want) || !strings.Contains(rs.stderr.String(), "tailscaled is running (sup.tail-scale.ts.net); next: publish it with 'tailscale serve --bg unix:"+sock+"'") {
+			t.Errorf("stderr %s; want %q and the unix: target", rs.stderr, want)
+		}
+		if _, err := os.Stat(sock); !os.IsNotExist(err) {
+			t.Errorf("the socket is left after a clean exit: %v", err)
 		}
 	})
 	t.Run("bad --log-format", func(t *testing.T) {
