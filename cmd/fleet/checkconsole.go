@@ -23,7 +23,7 @@ func init() {
 func runCheckConsole(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("check-console", checkConsoleSummary+"\nIt sends the real fleet token, so it talks to a loopback literal only.", stdout, stderr)
 	rawURL := fs.String("url", "", "the console's root `URL`, http://127.0.0.1:PORT or 127.0.0.1:PORT (required)")
-	stateDir := fs.String("state-dir", "", "state folder `DIR` (default $PHASE_CONSOLE_STATE_HOME, $XDG_STATE_HOME/phase-console or ~/.local/state/phase-console)")
+	stateDir := fs.String("state-dir", "", "the state folder `DIR` (default $PHASE_CONSOLE_STATE_HOME, $XDG_STATE_HOME/phase-console or ~/.local/state/phase-console)")
 	if st, done := parseFlags(fs, args); done {
 		return st
 	}

@@ -39,11 +39,11 @@ type consoleOptions struct {
 
 func runConsole(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("console", consoleSummary+"\nIt registers with the supervisor at start-up and deregisters on exit (SIGINT, SIGTERM).\nLocal callers are scope local with login \"\".", stdout, stderr)
-	id := fs.String("id", "", "console `ID`, [a-z0-9][a-z0-9-]{0,62} (required)")
+	id := fs.String("id", "", "the console `ID`, [a-z0-9][a-z0-9-]{0,62} (required)")
 	port := portFlag(fs, "port", 0, 0, "TCP port on 127.0.0.1 (0: any free port)")
-	name := fs.String("name", "", "display `NAME` (default: the id)")
-	stateDir := fs.String("state-dir", "", "state folder `DIR` (default $PHASE_CONSOLE_STATE_HOME, $XDG_STATE_HOME/phase-console or ~/.local/state/phase-console)")
-	sup := fs.String("supervisor", "", "supervisor address `ADDR`, a loopback literal like 127.0.0.1:7420 (default: from <stateHome>/fleet/supervisor.addr)")
+	name := fs.String("name", "", "a display `NAME` (default: the id)")
+	stateDir := fs.String("state-dir", "", "the state folder `DIR` (default $PHASE_CONSOLE_STATE_HOME, $XDG_STATE_HOME/phase-console or ~/.local/state/phase-console)")
+	sup := fs.String("supervisor", "", "the supervisor's address `ADDR`, a loopback literal like 127.0.0.1:7420 (default: from <stateHome>/fleet/supervisor.addr)")
 	tsSocket := fs.String("tailscale-socket", console.DefaultTailscaleSocket, "tailscaled's LocalAPI socket `PATH`: a console running as its owner believes nobody local")
 	trustTS := fs.Bool("trust-tailscaled-user", false, "believe local callers even when running as tailscaled's user (only with tailscaled on a kernel TUN)")
 	if st, done := parseFlags(fs, args); done {

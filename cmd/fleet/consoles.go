@@ -140,8 +140,8 @@ func apiError(resp *http.Response) error {
 
 func runConsoles(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("consoles", consolesSummary, stdout, stderr)
-	stateDir := fs.String("state-dir", "", "state folder `DIR` (default $PHASE_CONSOLE_STATE_HOME, $XDG_STATE_HOME/phase-console or ~/.local/state/phase-console)")
-	sup := fs.String("supervisor", "", "supervisor address `ADDR`, a loopback literal (default: from <stateHome>/fleet/supervisor.addr)")
+	stateDir := fs.String("state-dir", "", "the state folder `DIR` (default $PHASE_CONSOLE_STATE_HOME, $XDG_STATE_HOME/phase-console or ~/.local/state/phase-console)")
+	sup := fs.String("supervisor", "", "the supervisor's address `ADDR`, a loopback literal (default: from <stateHome>/fleet/supervisor.addr)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if st, done := parseFlags(fs, args); done {
 		return st
@@ -189,11 +189,11 @@ func runConsoles(args []string, stdout, stderr io.Writer) int {
 
 func runRegister(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("register", registerSummary, stdout, stderr)
-	stateDir := fs.String("state-dir", "", "state folder `DIR` (default $PHASE_CONSOLE_STATE_HOME, $XDG_STATE_HOME/phase-console or ~/.local/state/phase-console)")
-	sup := fs.String("supervisor", "", "supervisor address `ADDR`, a loopback literal (default: from <stateHome>/fleet/supervisor.addr)")
-	id := fs.String("id", "", "console id, [a-z0-9][a-z0-9-]{0,62} (required)")
-	addr := fs.String("addr", "", "the console's loopback address, like 127.0.0.1:9001 (required)")
-	name := fs.String("name", "", "a display name")
+	stateDir := fs.String("state-dir", "", "the state folder `DIR` (default $PHASE_CONSOLE_STATE_HOME, $XDG_STATE_HOME/phase-console or ~/.local/state/phase-console)")
+	sup := fs.String("supervisor", "", "the supervisor's address `ADDR`, a loopback literal (default: from <stateHome>/fleet/supervisor.addr)")
+	id := fs.String("id", "", "the console `ID`, [a-z0-9][a-z0-9-]{0,62} (required)")
+	addr := fs.String("addr", "", "the console's loopback address `ADDR`, like 127.0.0.1:9001 (required)")
+	name := fs.String("name", "", "a display `NAME`")
 	remove := fs.Bool("delete", false, "deregister the console instead")
 	if st, done := parseFlags(fs, args); done {
 		return st

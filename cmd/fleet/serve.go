@@ -47,7 +47,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	}
 	fs := newFlags("serve", serveSummary, stdout, stderr)
 	port := portFlag(fs, "port", supervisor.DefaultPort, 1, "TCP port on 127.0.0.1")
-	stateDir := fs.String("state-dir", "", "state folder `DIR` (default $PHASE_CONSOLE_STATE_HOME, $XDG_STATE_HOME/phase-console or ~/.local/state/phase-console)")
+	stateDir := fs.String("state-dir", "", "the state folder `DIR` (default $PHASE_CONSOLE_STATE_HOME, $XDG_STATE_HOME/phase-console or ~/.local/state/phase-console)")
 	socket := fs.String("tailscale-socket", "", "tailscaled's LocalAPI socket `PATH` (default: tailscaled's usual socket)")
 	uid := fs.Int("tailscaled-uid", -1, "uid that runs tailscaled; -1: the owner of its LocalAPI socket")
 	unixSocket := fs.String("socket", "", "also listen on this unix socket `PATH` (0600, folder 0700) for 'tailscale serve unix:PATH' (tailscaled 1.94+): the hardened set-up, see docs/operating.md")

@@ -38,7 +38,7 @@ func runToken(args []string, stdout, stderr io.Writer) int {
 	}
 	const summary = "Write a new fleet token atomically. The supervisor and the consoles pick it up within 2 s and\nbelieve the old one for 10 s more, so nothing in flight fails. The token is never printed."
 	fs := newFlags("token rotate", summary, stdout, stderr)
-	stateDir := fs.String("state-dir", "", "state folder `DIR` (default $PHASE_CONSOLE_STATE_HOME, $XDG_STATE_HOME/phase-console or ~/.local/state/phase-console)")
+	stateDir := fs.String("state-dir", "", "the state folder `DIR` (default $PHASE_CONSOLE_STATE_HOME, $XDG_STATE_HOME/phase-console or ~/.local/state/phase-console)")
 	if st, done := parseFlags(fs, args[1:]); done {
 		return st
 	}
