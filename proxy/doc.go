@@ -2,7 +2,7 @@
 // assertion, and streaming. Both doors (the loopback door in package supervisor and the
 // direct-reach door) use it, so the rules below hold on each.
 //
-// Guarantees, each with its rule in ../shared/SPEC.md:
+// Guarantees, each with its rule in docs/contract.md:
 //
 //   - S3: a request that carries an assertion header (X-Phase-Console-Fleet or
 //     X-Phase-Console-Fleet-Login) under any spelling — any case, '_' or any other character in place

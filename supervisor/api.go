@@ -13,8 +13,11 @@ import (
 const maxRegistrationBody = 16 << 10
 
 // serveAPI is /fleet/v1/… (SPEC S8): local callers only, with the fleet bearer.
+//
+// A refusal is logged like every other (S11); its body is JSON {"error":"<reason>","detail":"…"}
+// for a JSON client (wantsJSON), the HTML page otherwise.
 func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, rawPath string) {
-	refuse := func(ref *proxy.Refusal) { proxy.WriteRefusal(w, r, s.log, ref) }
+	refuse := s.apiRefuser(w, r)
 	if throughServe(r) {
 		refuse(proxy.Refuse(http.StatusForbidden, "local-only", "the fleet API answers only on this machine, never through Tailscale Serve"))
 		return
@@ -56,7 +59,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, rawPath string
 }
 
 func (s *Server) register(w http.ResponseWriter, r *http.Request) {
-	refuse := func(ref *proxy.Refusal) { proxy.WriteRefusal(w, r, s.log, ref) }
+	refuse := s.apiRefuser(w, r)
 	var c Console
 	dec := json.NewDecoder(io.LimitReader(r.Body, maxRegistrationBody))
 	dec.DisallowUnknownFields()
@@ -82,6 +85,54 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	saved, _ := s.registry.Get(c.ID)
 	writeJSON(w, status, saved)
 }
+
+// apiRefuser returns how the API refuses r: proxy.WriteRefusal, which logs the refusal (S11) and
+// sets X-Fleet-Reason, with the body in JSON for a JSON client.
+func (s *Server) apiRefuser(w http.ResponseWriter, r *http.Request) func(*proxy.Refusal) {
+	if !wantsJSON(r) {
+		return func(ref *proxy.Refusal) { proxy.WriteRefusal(w, r, s.log, ref) }
+	}
+	return func(ref *proxy.Refusal) {
+		proxy.WriteRefusal(&jsonRefusalWriter{ResponseWriter: w, ref: ref}, r, s.log, ref)
+	}
+}
+
+// wantsJSON reports whether r comes from a JSON client: it accepts application/json, or it sent a
+// JSON body.
+func wantsJSON(r *http.Request) bool {
+	for _, v := range r.Header.Values("Accept") {
+		for _, part := range strings.Split(v, ",") {
+			mt, _, _ := strings.Cut(part, ";")
+			if strings.EqualFold(strings.TrimSpace(mt), "application/json") {
+				return true
+			}
+		}
+	}
+	mt, _, _ := strings.Cut(r.Header.Get("Content-Type"), ";")
+	return strings.EqualFold(strings.TrimSpace(mt), "application/json")
+}
+
+// An APIError is the body of a refusal of the fleet API to a JSON client.
+type APIError struct {
+	Error  string `json:"error"`  // the reason word, as in X-Fleet-Reason
+	Detail string `json:"detail"` // one sentence for a person
+}
+
+// jsonRefusalWriter turns proxy.WriteRefusal's answer into JSON: same status and headers (the
+// reason in X-Fleet-Reason among them), an APIError body instead of the HTML page.
+type jsonRefusalWriter struct {
+	http.ResponseWriter
+	ref *proxy.Refusal
+}
+
+func (w *jsonRefusalWriter) WriteHeader(status int) {
+	w.Header().Set("Content-Type", "application/json")
+	w.ResponseWriter.WriteHeader(status)
+	json.NewEncoder(w.ResponseWriter).Encode(APIError{Error: w.ref.Reason, Detail: w.ref.Detail})
+}
+
+// Write drops the HTML page.
+func (w *jsonRefusalWriter) Write(b []byte) (int, error) { return len(b), nil }
 
 // bearerOK compares the request's bearer with the fleet token in constant time.
 func (s *Server) bearerOK(r *http.Request) bool {

@@ -315,3 +315,54 @@ func TestProbeShowsDown_S8(t *testing.T) {
 		t.Error(`the listing does not say "up": false`)
 	}
 }
+
+// TestAPIRefusalsAreJSONForJSONClients_S8_S11: a JSON client (a JSON body, or Accept:
+// application/json) gets a refusal as {"error":<reason>,"detail":…}, unescaped, with the same
+// status, X-Fleet-Reason and one fleet.rejected line; a browser still gets the HTML page.
+func TestAPIRefusalsAreJSONForJSONClients_S8_S11(t *testing.T) {
+	d := startDoor(t)
+	rows := []struct {
+		name, req, reason string
+		status            int
+		json              bool
+	}{
+		{"S8 bad-registration, JSON body", d.localReq("POST", "/fleet/v1/consoles", `{"id":"x1","addr":"10.0.0.5:9001"}`, d.bearer()), "bad-registration", 400, true},
+		{"S8 bearer, Accept JSON", d.localReq("GET", "/fleet/v1/consoles", "", "Accept: text/html;q=0.5, application/json"), "bearer", 401, true},
+		{"S8 unknown-console, Accept JSON", d.localReq("DELETE", "/fleet/v1/consoles/nope", "", d.bearer(), "Accept: application/json"), "unknown-console", 404, true},
+		{"S8 local-only, JSON body", d.localReq("POST", "/fleet/v1/consoles", `{}`, d.bearer(), "X-Forwarded-For: 100.64.0.1"), "local-only", 403, true},
+		{"S8 bearer, a browser", d.localReq("GET", "/fleet/v1/consoles", "", "Accept: text/html"), "bearer", 401, false},
+	}
+	for _, row := range rows {
+		t.Run(row.name, func(t *testing.T) {
+			r := d.wantRejected(t, row.req, row.status, row.reason)
+			ct := r.header.Get("Content-Type")
+			if !row.json {
+				if !strings.HasPrefix(ct, "text/html") {
+					t.Fatalf("Content-Type %q, want the HTML page", ct)
+				}
+				return
+			}
+			if ct != "application/json" {
+				t.Fatalf("Content-Type %q, want application/json (body %q)", ct, r.body)
+			}
+			var e APIError
+			if err := json.Unmarshal([]byte(r.body), &e); err != nil || e.Error != row.reason || e.Detail == "" {
+				t.Fatalf("body %q: %+v, %v; want error %q and a detail", r.body, e, err, row.reason)
+			}
+			if strings.Contains(r.body, "&#34;") || strings.Contains(r.body, "<") {
+				t.Errorf("body %q holds HTML", r.body)
+			}
+			if strings.Contains(r.body, d.token) {
+				t.Error("the body shows the fleet token")
+			}
+		})
+	}
+	t.Run("S8 the detail names the refused addr verbatim", func(t *testing.T) {
+		r := d.raw(d.localReq("POST", "/fleet/v1/consoles", `{"id":"x1","addr":"10.0.0.5:9001"}`, d.bearer()))
+		var e APIError
+		json.Unmarshal([]byte(r.body), &e)
+		if !strings.Contains(e.Detail, `"10.0.0.5:9001"`) {
+			t.Errorf("detail %q does not quote the addr", e.Detail)
+		}
+	})
+}

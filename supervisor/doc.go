@@ -2,7 +2,7 @@
 // only, is published by Tailscale Serve, keeps the console registry, verifies every caller with
 // tailscaled's LocalAPI and hands verified requests to the hop (package proxy).
 //
-// It owns, by rule of ../shared/SPEC.md:
+// It owns, by rule of docs/contract.md:
 //   - S1: the listener is 127.0.0.1 (and, optionally, a private unix socket); nothing wider.
 //   - S5: who is calling. A request to /c/… is verified only when the TCP peer is owned by
 //     tailscaled's uid, tailscaled does not recognise the connection itself as a tailnet peer (no

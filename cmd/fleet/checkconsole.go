@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"path/filepath"
 	"time"
 
 	"github.com/phase-console/fleet/console/conformance"
@@ -18,12 +17,13 @@ func init() {
 }
 
 // runCheckConsole is `fleet check-console --url http://127.0.0.1:PORT [--state-dir DIR]`: exit 0
-// when every probe passes, 1 when any fails, 2 on bad usage (a URL that is not a loopback literal
-// among them: the checker sends the real fleet token) or when the token cannot be read.
+// when every probe passes, 2 on bad usage (a URL that is not a loopback literal among them: the
+// checker sends the real fleet token), 1 otherwise: a probe failed, no token, or no console of
+// this user answers at the URL (said once, before any probe).
 func runCheckConsole(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("check-console", checkConsoleSummary+"\nIt sends the real fleet token, so it talks to a loopback literal only.", stdout, stderr)
-	rawURL := fs.String("url", "", "the console's root, http://127.0.0.1:PORT (required)")
-	stateDir := fs.String("state-dir", "", "state folder (default $PHASE_CONSOLE_STATE_HOME, $XDG_STATE_HOME/phase-console or ~/.local/state/phase-console)")
+	rawURL := fs.String("url", "", "the console's root `URL`, http://127.0.0.1:PORT or 127.0.0.1:PORT (required)")
+	stateDir := fs.String("state-dir", "", "the state folder `DIR` (default $PHASE_CONSOLE_STATE_HOME, $XDG_STATE_HOME/phase-console or ~/.local/state/phase-console)")
 	if st, done := parseFlags(fs, args); done {
 		return st
 	}
@@ -31,24 +31,29 @@ func runCheckConsole(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "fleet check-console: --url is required, e.g. --url http://127.0.0.1:9001")
 		return 2
 	}
-	if _, err := conformance.CheckURL(*rawURL); err != nil {
+	u, err := conformance.CheckURL(*rawURL)
+	if err != nil {
 		fmt.Fprintf(stderr, "fleet check-console: %v\n", err)
 		return 2
 	}
 	home, err := state.Home(*stateDir)
 	if err != nil {
 		fmt.Fprintf(stderr, "fleet check-console: %v\n", err)
-		return 2
+		return 1
 	}
-	tok, err := state.ReadToken(filepath.Join(state.FleetDir(home), state.TokenFile))
+	tok, err := readToken(*stateDir, home)
 	if err != nil {
-		fmt.Fprintf(stderr, "fleet check-console: cannot read the fleet token: %v (start 'fleet serve' once, or pass the console's --state-dir)\n", err)
-		return 2
+		fmt.Fprintf(stderr, "fleet check-console: %v\n", err)
+		return 1
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	if err := conformance.Preflight(ctx, u.String()); err != nil {
+		fmt.Fprintf(stderr, "fleet check-console: %v\n", err)
+		return 1
+	}
 	status := 0
-	for _, r := range conformance.Check(ctx, *rawURL, tok) {
+	for _, r := range conformance.Check(ctx, u.String(), tok) {
 		fmt.Fprintln(stdout, r)
 		if !r.OK {
 			status = 1

@@ -4,13 +4,17 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/phase-console/fleet/console"
 	"github.com/phase-console/fleet/console/refconsole"
+	"github.com/phase-console/fleet/internal/state"
 )
 
 // TestCheckConsole_ReferenceConsole: every probe passes against the reference console; exit 0.
@@ -92,11 +96,54 @@ func TestCheckConsole_Usage(t *testing.T) {
 		{"localhost is a name", []string{"check-console", "--url", "http://localhost:9001", "--state-dir", home}, "loopback"},
 		{"https", []string{"check-console", "--url", "https://127.0.0.1:9001", "--state-dir", home}, "http://127.0.0.1:PORT"},
 		{"a path", []string{"check-console", "--url", "http://127.0.0.1:7420/c/alpha/", "--state-dir", home}, "root"},
-		{"no token", []string{"check-console", "--url", "http://127.0.0.1:9001", "--state-dir", t.TempDir()}, "fleet token"},
 	} {
 		st, out, errOut := fleetCmd(tc.args...)
 		if st != 2 || !strings.Contains(errOut, tc.want) || out != "" {
 			t.Errorf("%s: exit %d, stdout %q, stderr %q; want 2 and %q", tc.name, st, out, errOut, tc.want)
 		}
+	}
+}
+
+// TestCheckConsole_WrongTarget: a dead port, or the supervisor's own door, is one stderr line and
+// exit 1, before any probe; a missing token is exit 1 (2 is for bad usage only).
+func TestCheckConsole_WrongTarget(t *testing.T) {
+	home, _ := newTokenHome(t)
+	ln, _ := net.Listen("tcp4", "127.0.0.1:0")
+	dead := ln.Addr().String()
+	ln.Close()
+	st, out, errOut := fleetCmd("check-console", "--url", "http://"+dead, "--state-dir", home)
+	if st != 1 || out != "" || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, "nothing answers") || !strings.Contains(errOut, dead) {
+		t.Errorf("dead port: exit %d, stdout %q, stderr %q", st, out, errOut)
+	}
+
+	sup := filepath.Join(t.TempDir(), "state")
+	startSupervisor(t, sup)
+	b, _ := os.ReadFile(filepath.Join(state.FleetDir(sup), state.AddrFile))
+	addr := strings.TrimSpace(string(b))
+	st, out, errOut = fleetCmd("check-console", "--url", addr, "--state-dir", sup)
+	if st != 1 || out != "" || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, "not a console") {
+		t.Errorf("the supervisor: exit %d, stdout %q, stderr %q", st, out, errOut)
+	}
+
+	st, out, errOut = fleetCmd("check-console", "--url", "http://127.0.0.1:9001", "--state-dir", t.TempDir())
+	if st != 1 || out != "" || !strings.Contains(errOut, "no fleet token") || !strings.Contains(errOut, "--state-dir") {
+		t.Errorf("no token: exit %d, stdout %q, stderr %q", st, out, errOut)
+	}
+}
+
+// TestCheckConsole_URLWithoutScheme: --url 127.0.0.1:PORT is http://127.0.0.1:PORT.
+func TestCheckConsole_URLWithoutScheme(t *testing.T) {
+	home, _ := newTokenHome(t)
+	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	v, err := console.New(console.Config{StateDir: home, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	srv := httptest.NewServer(refconsole.New(refconsole.Config{ID: "alpha", Verifier: v, Logger: log}))
+	defer srv.Close()
+	st, out, errOut := fleetCmd("check-console", "--url", strings.TrimPrefix(srv.URL, "http://"), "--state-dir", home)
+	if st != 0 || strings.Contains(out, "FAIL") {
+		t.Fatalf("exit %d\n%s%s", st, out, errOut)
 	}
 }

@@ -20,7 +20,7 @@ import (
 	"github.com/phase-console/fleet/internal/state"
 )
 
-const consoleSummary = "Run the reference console on 127.0.0.1: whoami, presence, runs, the permission hook, reach settings, SSE, WebSocket (SPEC C)."
+const consoleSummary = "Run the reference console on 127.0.0.1: whoami, presence, runs, the permission hook, reach settings, SSE, WebSocket (the C rules of docs/contract.md)."
 
 func init() {
 	addCommand(&command{name: "console", summary: consoleSummary, run: runConsole})
@@ -39,22 +39,18 @@ type consoleOptions struct {
 
 func runConsole(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("console", consoleSummary+"\nIt registers with the supervisor at start-up and deregisters on exit (SIGINT, SIGTERM).\nLocal callers are scope local with login \"\".", stdout, stderr)
-	id := fs.String("id", "", "console id, [a-z0-9][a-z0-9-]{0,62} (required)")
-	port := fs.Int("port", 0, "TCP port on 127.0.0.1 (0: any free port)")
-	name := fs.String("name", "", "display name (default: the id)")
-	stateDir := fs.String("state-dir", "", "state folder (default $PHASE_CONSOLE_STATE_HOME, $XDG_STATE_HOME/phase-console or ~/.local/state/phase-console)")
-	sup := fs.String("supervisor", "", "supervisor address, a loopback literal like 127.0.0.1:7420 (default: from <stateHome>/fleet/supervisor.addr)")
-	tsSocket := fs.String("tailscale-socket", console.DefaultTailscaleSocket, "tailscaled's LocalAPI socket: a console running as its owner believes nobody local")
+	id := fs.String("id", "", "the console `ID`, [a-z0-9][a-z0-9-]{0,62} (required)")
+	port := portFlag(fs, "port", 0, 0, "TCP port on 127.0.0.1 (0: any free port)")
+	name := fs.String("name", "", "a display `NAME` (default: the id)")
+	stateDir := fs.String("state-dir", "", "the state folder `DIR` (default $PHASE_CONSOLE_STATE_HOME, $XDG_STATE_HOME/phase-console or ~/.local/state/phase-console)")
+	sup := fs.String("supervisor", "", "the supervisor's address `ADDR`, a loopback literal like 127.0.0.1:7420 (default: from <stateHome>/fleet/supervisor.addr)")
+	tsSocket := fs.String("tailscale-socket", console.DefaultTailscaleSocket, "tailscaled's LocalAPI socket `PATH`: a console running as its owner believes nobody local")
 	trustTS := fs.Bool("trust-tailscaled-user", false, "believe local callers even when running as tailscaled's user (only with tailscaled on a kernel TUN)")
 	if st, done := parseFlags(fs, args); done {
 		return st
 	}
 	if !consoleIDRe.MatchString(*id) {
 		fmt.Fprintf(stderr, "fleet console: --id %q: want [a-z0-9][a-z0-9-]{0,62}, e.g. --id alpha\n", *id)
-		return 2
-	}
-	if *port < 0 || *port > 65535 {
-		fmt.Fprintf(stderr, "fleet console: --port %d: want 0-65535 (0: any free port)\n", *port)
 		return 2
 	}
 	if *sup != "" {
@@ -65,6 +61,12 @@ func runConsole(args []string, stdout, stderr io.Writer) int {
 	}
 	home, err := state.Home(*stateDir)
 	if err != nil {
+		fmt.Fprintf(stderr, "fleet console: %v\n", err)
+		return 1
+	}
+	// Without a usable token the console could believe nobody and register nowhere: say so once
+	// and stop, rather than run and log the same error every second.
+	if _, err := readToken(*stateDir, home); err != nil {
 		fmt.Fprintf(stderr, "fleet console: %v\n", err)
 		return 1
 	}

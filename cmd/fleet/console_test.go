@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -148,4 +149,14 @@ func (w *syncWriter) String() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.b.String()
+}
+
+// TestConsoleWithoutTokenFailsAtStart: a state folder with no fleet token stops `fleet console`
+// at once: exit 1, one line naming the token's path and --state-dir; nothing keeps running.
+func TestConsoleWithoutTokenFailsAtStart(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "nonexistent")
+	st, out, errOut := fleetCmd("console", "--id", "alpha", "--state-dir", dir)
+	if st != 1 || out != "" || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, filepath.Join(dir, "fleet", "fleet.token")) || !strings.Contains(errOut, "--state-dir") {
+		t.Fatalf("exit %d, stdout %q, stderr %q", st, out, errOut)
+	}
 }

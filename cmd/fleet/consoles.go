@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -48,7 +49,8 @@ func newAPIClient(stateDir, supervisorAddr string) (*apiClient, error) {
 	if addr == "" {
 		b, err := state.ReadPrivateFile(filepath.Join(dir, state.AddrFile))
 		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("no supervisor is running for %s (start 'fleet serve', or pass --supervisor)", home)
+			return nil, fmt.Errorf("no fleet serve is running for %s (%s); start 'fleet serve' with that state folder, or pass --supervisor ADDR",
+				home, lookedIn(stateDir))
 		}
 		if err != nil {
 			return nil, err
@@ -59,7 +61,7 @@ func newAPIClient(stateDir, supervisorAddr string) (*apiClient, error) {
 	if err != nil || !ap.Addr().IsLoopback() {
 		return nil, fmt.Errorf("supervisor address %q is not a loopback literal like 127.0.0.1:7420; refusing to send the bearer", addr)
 	}
-	tok, err := state.ReadToken(filepath.Join(dir, state.TokenFile))
+	tok, err := readToken(stateDir, home)
 	if err != nil {
 		return nil, err
 	}
@@ -68,6 +70,32 @@ func newAPIClient(stateDir, supervisorAddr string) (*apiClient, error) {
 		// Only to a supervisor run by this same user: never send the bearer to a squatter.
 		Transport: &http.Transport{Proxy: nil, DialContext: peercred.DialOwn},
 	}}, nil
+}
+
+// lookedIn says which state folder a command looked in, and how to name another: a user who ran
+// 'fleet serve --state-dir X' must pass the same --state-dir to every other command.
+func lookedIn(stateDir string) string {
+	if stateDir == "" {
+		return "the default state folder, as no --state-dir was given; pass --state-dir DIR if fleet serve uses another"
+	}
+	return "the folder given with --state-dir"
+}
+
+// errNoToken is readToken's error when the token file does not exist.
+var errNoToken = errors.New("no fleet token")
+
+// readToken reads the fleet token of home, with an error that says where it looked and what to do.
+// The error never holds the token.
+func readToken(stateDir, home string) (string, error) {
+	path := filepath.Join(state.FleetDir(home), state.TokenFile)
+	tok, err := state.ReadToken(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("%w at %s (%s); 'fleet serve' creates it on first start", errNoToken, path, lookedIn(stateDir))
+	}
+	if err != nil {
+		return "", fmt.Errorf("cannot use the fleet token: %w", err)
+	}
+	return tok, nil
 }
 
 func (c *apiClient) do(method, path string, body any) (*http.Response, error) {
@@ -84,39 +112,36 @@ func (c *apiClient) do(method, path string, body any) (*http.Response, error) {
 		return nil, err
 	}
 	req.Header.Set("Authorization", "Bearer "+c.token)
+	req.Header.Set("Accept", "application/json") // refusals come back as supervisor.APIError
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	return c.http.Do(req)
+	resp, err := c.http.Do(req)
+	if err != nil && errors.Is(err, syscall.ECONNREFUSED) {
+		return nil, fmt.Errorf("nothing answers at %s: is fleet serve running? (a stale supervisor.addr names where it last ran)", strings.TrimPrefix(c.base, "http://"))
+	}
+	return resp, err
 }
 
+// apiError is one line for a refusal of the API: status, reason word, detail.
 func apiError(resp *http.Response) error {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	reason := resp.Header.Get("X-Fleet-Reason")
-	return fmt.Errorf("supervisor answered %s (%s): %s", resp.Status, reason, strings.TrimSpace(stripTags(string(b))))
-}
-
-func stripTags(s string) string {
-	var b strings.Builder
-	in := false
-	for _, r := range s {
-		switch {
-		case r == '<':
-			in = true
-		case r == '>':
-			in = false
-			b.WriteByte(' ')
-		case !in:
-			b.WriteRune(r)
-		}
+	var e supervisor.APIError
+	if json.Unmarshal(b, &e) == nil && e.Error != "" {
+		return fmt.Errorf("the supervisor refused (%d %s): %s", resp.StatusCode, e.Error, e.Detail)
 	}
-	return strings.Join(strings.Fields(b.String()), " ")
+	// Not JSON (an older supervisor, or something else on the port): the reason header alone.
+	reason := resp.Header.Get("X-Fleet-Reason")
+	if reason == "" {
+		reason = "no reason given"
+	}
+	return fmt.Errorf("the supervisor refused (%d %s)", resp.StatusCode, reason)
 }
 
 func runConsoles(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("consoles", consolesSummary, stdout, stderr)
-	stateDir := fs.String("state-dir", "", "state folder")
-	sup := fs.String("supervisor", "", "supervisor address (default: from supervisor.addr)")
+	stateDir := fs.String("state-dir", "", "the state folder `DIR` (default $PHASE_CONSOLE_STATE_HOME, $XDG_STATE_HOME/phase-console or ~/.local/state/phase-console)")
+	sup := fs.String("supervisor", "", "the supervisor's address `ADDR`, a loopback literal (default: from <stateHome>/fleet/supervisor.addr)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if st, done := parseFlags(fs, args); done {
 		return st
@@ -164,11 +189,11 @@ func runConsoles(args []string, stdout, stderr io.Writer) int {
 
 func runRegister(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("register", registerSummary, stdout, stderr)
-	stateDir := fs.String("state-dir", "", "state folder")
-	sup := fs.String("supervisor", "", "supervisor address (default: from supervisor.addr)")
-	id := fs.String("id", "", "console id, [a-z0-9][a-z0-9-]{0,62} (required)")
-	addr := fs.String("addr", "", "the console's loopback address, like 127.0.0.1:9001 (required)")
-	name := fs.String("name", "", "a display name")
+	stateDir := fs.String("state-dir", "", "the state folder `DIR` (default $PHASE_CONSOLE_STATE_HOME, $XDG_STATE_HOME/phase-console or ~/.local/state/phase-console)")
+	sup := fs.String("supervisor", "", "the supervisor's address `ADDR`, a loopback literal (default: from <stateHome>/fleet/supervisor.addr)")
+	id := fs.String("id", "", "the console `ID`, [a-z0-9][a-z0-9-]{0,62} (required)")
+	addr := fs.String("addr", "", "the console's loopback address `ADDR`, like 127.0.0.1:9001 (required)")
+	name := fs.String("name", "", "a display `NAME`")
 	remove := fs.Bool("delete", false, "deregister the console instead")
 	if st, done := parseFlags(fs, args); done {
 		return st

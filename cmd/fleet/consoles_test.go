@@ -93,7 +93,7 @@ func TestClientRefusesNonLoopbackSupervisor_S8(t *testing.T) {
 		}
 	}
 	st, _, errs := runFleet("consoles", "--state-dir", home)
-	if st != 1 || !strings.Contains(errs, "no supervisor is running") {
+	if st != 1 || !strings.Contains(errs, "no fleet serve is running") {
 		t.Errorf("no supervisor.addr: %d %q", st, errs)
 	}
 }
@@ -112,5 +112,64 @@ func TestHelp(t *testing.T) {
 	}
 	if st, _, _ := runFleet("nope"); st != 2 {
 		t.Errorf("unknown command: exit %d, want 2", st)
+	}
+}
+
+// TestRegisterErrorIsOneCleanLine_S8: a refused registration is one stderr line with the status,
+// the reason word and the supervisor's detail, once, without HTML or its escapes.
+func TestRegisterErrorIsOneCleanLine_S8(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "state")
+	startSupervisor(t, home)
+	st, out, errs := runFleet("register", "--state-dir", home, "--id", "beta", "--addr", "10.0.0.5:9001")
+	want := `fleet register: the supervisor refused (400 bad-registration): addr "10.0.0.5:9001": `
+	if st != 1 || out != "" || strings.Count(errs, "\n") != 1 || !strings.HasPrefix(errs, want) {
+		t.Fatalf("exit %d, stdout %q, stderr %q; want 1 and one line starting %q", st, out, errs, want)
+	}
+	if strings.Count(errs, "bad-registration") != 1 || strings.ContainsAny(errs, "<>&") {
+		t.Errorf("stderr %q repeats the reason or holds HTML", errs)
+	}
+	st, _, errs = runFleet("register", "--state-dir", home, "--id", "nope", "--delete")
+	if st != 1 || errs != "fleet register: the supervisor refused (404 unknown-console): no console is registered with that id\n" {
+		t.Errorf("delete unknown: exit %d, stderr %q", st, errs)
+	}
+}
+
+// TestHintsNameStateDir: without a running supervisor or a token, the CLI names the folder it
+// looked in and --state-dir, never a bare lstat error.
+func TestHintsNameStateDir(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "state")
+	t.Setenv("PHASE_CONSOLE_STATE_HOME", home)
+	st, _, errs := runFleet("consoles")
+	if st != 1 || !strings.Contains(errs, home) || !strings.Contains(errs, "no --state-dir was given") || !strings.Contains(errs, "--state-dir DIR") {
+		t.Errorf("consoles, default folder: exit %d, stderr %q", st, errs)
+	}
+	other := filepath.Join(t.TempDir(), "other")
+	st, _, errs = runFleet("register", "--state-dir", other, "--id", "alpha", "--addr", "127.0.0.1:9001")
+	if st != 1 || !strings.Contains(errs, other) || !strings.Contains(errs, "--state-dir") {
+		t.Errorf("register, --state-dir: exit %d, stderr %q", st, errs)
+	}
+	// supervisor.addr there, but no token: the hint names the token's path, not an lstat error.
+	if err := state.EnsureDir(state.FleetDir(home)); err != nil {
+		t.Fatal(err)
+	}
+	if err := state.WriteFileAtomic(filepath.Join(state.FleetDir(home), state.AddrFile), []byte("127.0.0.1:7420\n")); err != nil {
+		t.Fatal(err)
+	}
+	st, _, errs = runFleet("consoles")
+	tokPath := filepath.Join(state.FleetDir(home), state.TokenFile)
+	if st != 1 || !strings.Contains(errs, "no fleet token at "+tokPath) || !strings.Contains(errs, "--state-dir") || strings.Contains(errs, "lstat") {
+		t.Errorf("consoles, no token: exit %d, stderr %q", st, errs)
+	}
+}
+
+// TestDeadSupervisorAddr: supervisor.addr naming a port where nothing listens is said plainly.
+func TestDeadSupervisorAddr(t *testing.T) {
+	home, _ := newTokenHome(t)
+	ln, _ := net.Listen("tcp4", "127.0.0.1:0")
+	dead := ln.Addr().String()
+	ln.Close()
+	st, _, errs := runFleet("consoles", "--state-dir", home, "--supervisor", dead)
+	if st != 1 || !strings.Contains(errs, "nothing answers at "+dead) || !strings.Contains(errs, "fleet serve") {
+		t.Errorf("exit %d, stderr %q", st, errs)
 	}
 }

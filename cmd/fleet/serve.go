@@ -6,15 +6,20 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/phase-console/fleet/internal/state"
 	"github.com/phase-console/fleet/supervisor"
+	"tailscale.com/client/local"
+	"tailscale.com/ipn/ipnstate"
+	"tailscale.com/paths"
 )
 
 const serveSummary = "Run the supervisor: the loopback door on 127.0.0.1 for Tailscale Serve to publish."
@@ -23,22 +28,37 @@ func init() {
 	addCommand(&command{name: "serve", summary: serveSummary, run: runServe})
 }
 
+// serveOptions are the parsed flags of `fleet serve`.
+type serveOptions struct {
+	home            string
+	port            int
+	tailscaleSocket string
+	tailscaledUID   int
+	unixSocket      string
+	logFormat       string // "text", "json" or "auto"
+	// ready, when set, is called with the address once the door serves (for tests).
+	ready func(addr string)
+}
+
 func runServe(args []string, stdout, stderr io.Writer) int {
 	if flagNamed(args, "host") {
-		fmt.Fprintln(stderr, "fleet serve: --host is refused (SPEC S1): the supervisor listens on 127.0.0.1 only; publish it with 'tailscale serve --bg http://127.0.0.1:7420'")
+		fmt.Fprintln(stderr, "fleet serve: --host is refused (rule S1, docs/contract.md): the supervisor listens on 127.0.0.1 only; publish it with 'tailscale serve --bg http://127.0.0.1:7420'")
 		return 2
 	}
 	fs := newFlags("serve", serveSummary, stdout, stderr)
-	port := fs.Int("port", supervisor.DefaultPort, "TCP port on 127.0.0.1")
-	stateDir := fs.String("state-dir", "", "state folder (default $PHASE_CONSOLE_STATE_HOME, $XDG_STATE_HOME/phase-console or ~/.local/state/phase-console)")
-	socket := fs.String("tailscale-socket", "", "tailscaled's LocalAPI socket (default: tailscaled's usual socket)")
+	port := portFlag(fs, "port", supervisor.DefaultPort, 1, "TCP port on 127.0.0.1")
+	stateDir := fs.String("state-dir", "", "the state folder `DIR` (default $PHASE_CONSOLE_STATE_HOME, $XDG_STATE_HOME/phase-console or ~/.local/state/phase-console)")
+	socket := fs.String("tailscale-socket", "", "tailscaled's LocalAPI socket `PATH` (default: tailscaled's usual socket)")
 	uid := fs.Int("tailscaled-uid", -1, "uid that runs tailscaled; -1: the owner of its LocalAPI socket")
-	unixSocket := fs.String("socket", "", "also listen on this unix socket (0600, folder 0700) for 'tailscale serve unix:PATH' (tailscaled 1.94+): the hardened set-up, see docs/operating.md")
+	unixSocket := fs.String("socket", "", "also listen on this unix socket `PATH` (0600, folder 0700) for 'tailscale serve unix:PATH' (tailscaled 1.94+): the hardened set-up, see docs/operating.md")
+	logFormat := fs.String("log-format", "auto", "the start-up line: `text` (one line for a person), json, or auto (text when stderr is a terminal); refusals are always JSON lines")
 	if st, done := parseFlags(fs, args); done {
 		return st
 	}
-	if *port < 1 || *port > 65535 {
-		fmt.Fprintf(stderr, "fleet serve: --port %d: want 1-65535\n", *port)
+	switch *logFormat {
+	case "text", "json", "auto":
+	default:
+		fmt.Fprintf(stderr, "fleet serve: --log-format %q: want text, json or auto\n", *logFormat)
 		return 2
 	}
 	home, err := state.Home(*stateDir)
@@ -46,51 +66,230 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "fleet serve: %v\n", err)
 		return 1
 	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return serve(ctx, serveOptions{home: home, port: *port, tailscaleSocket: *socket, tailscaledUID: *uid,
+		unixSocket: *unixSocket, logFormat: *logFormat}, stdout, stderr)
+}
+
+// serve runs the supervisor until ctx is done. In order: it locks the state folder (one supervisor
+// per folder), binds its listeners (so a port in use stops it before it creates a token), prepares
+// the supervisor, writes supervisor.addr and says where it listens. On a clean exit it removes
+// supervisor.addr, if that still names its address.
+func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) int {
+	fail := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "fleet serve: "+format+"\n", a...)
+		return 1
+	}
+	fleetDir := state.FleetDir(o.home)
+	if err := state.EnsureHome(o.home); err != nil {
+		return fail("%v", err)
+	}
+	if err := state.EnsureDir(fleetDir); err != nil {
+		return fail("%v", err)
+	}
+	lock, err := state.AcquireLock(fleetDir)
+	var locked *state.LockedError
+	if errors.As(err, &locked) {
+		return fail("another fleet serve is already running for %s (%s); stop it first, or give this one another --state-dir", o.home, locked.Holder)
+	}
+	if err != nil {
+		return fail("%v", err)
+	}
+	defer lock.Release()
+
+	var unixLn *net.UnixListener
+	if o.unixSocket != "" {
+		if unixLn, err = supervisor.ListenUnix(o.unixSocket); err != nil {
+			return fail("--socket: %v", err)
+		}
+		defer unixLn.Close()
+	}
+	ln, err := net.Listen("tcp4", fmt.Sprintf("127.0.0.1:%d", o.port))
+	if err != nil {
+		return fail("%s", portInUse(o.port, err))
+	}
+	defer ln.Close()
+	addr := ln.Addr().String()
+
 	log := slog.New(slog.NewJSONHandler(stderr, nil))
 	srv, err := supervisor.New(supervisor.Config{
-		StateHome:       home,
-		TailscaleSocket: *socket,
-		TailscaledUID:   *uid,
+		StateHome:       o.home,
+		TailscaleSocket: o.tailscaleSocket,
+		TailscaledUID:   o.tailscaledUID,
 		Logger:          log,
 	})
 	if err != nil {
-		fmt.Fprintf(stderr, "fleet serve: %v\n", err)
-		return 1
+		return fail("%v", err)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	unixFailed := make(chan error, 1) // --socket: nil once its listener is closed (and unlinked)
-	if *unixSocket != "" {
-		ln, err := supervisor.ListenUnix(*unixSocket)
-		if err != nil {
-			fmt.Fprintf(stderr, "fleet serve: --socket: %v\n", err)
-			return 1
-		}
+	defer srv.Close()
+	addrFile := filepath.Join(fleetDir, state.AddrFile)
+	if err := state.WriteFileAtomic(addrFile, []byte(addr+"\n")); err != nil {
+		return fail("%v", err)
+	}
+	defer removeAddrFile(addrFile, addr)
+	if err := lock.SetHolder(state.Holder{PID: os.Getpid(), Addr: addr}); err != nil {
+		return fail("%v", err)
+	}
+
+	served := make(chan error, 2)
+	go func() { served <- srv.Serve(ln) }()
+	unixDone := make(chan struct{}) // closed once the --socket listener is closed (and unlinked)
+	if unixLn != nil {
 		go func() {
-			err := srv.ServeUnixListener(ln)
-			if errors.Is(err, http.ErrServerClosed) {
-				err = nil
+			defer close(unixDone)
+			if err := srv.ServeUnixListener(unixLn); !errors.Is(err, http.ErrServerClosed) {
+				served <- fmt.Errorf("--socket: %w", err)
 			}
-			unixFailed <- err
-			stop()
 		}()
 	} else {
-		unixFailed <- nil
+		close(unixDone)
 	}
-	if err := srv.ListenAndServe(ctx, *port); err != nil {
-		srv.Close()
-		fmt.Fprintf(stderr, "fleet serve: %v\n", err)
-		return 1
+	sock := o.tailscaleSocket
+	if sock == "" {
+		sock = paths.DefaultTailscaledSocket()
 	}
+	startupLine(stderr, log, o, addr, askTailscaled(ctx, sock))
+	if o.ready != nil {
+		o.ready(addr)
+	}
+
+	status := 0
 	select {
-	case err := <-unixFailed:
-		if err != nil {
-			fmt.Fprintf(stderr, "fleet serve: --socket: %v\n", err)
-			return 1
+	case <-ctx.Done():
+	case err := <-served:
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
+			fmt.Fprintf(stderr, "fleet serve: %v\n", err)
+			status = 1
 		}
+	}
+	srv.Close()
+	select {
+	case <-unixDone:
 	case <-time.After(3 * time.Second):
 	}
-	return 0
+	log.Info("fleet.stopped", "addr", addr)
+	return status
+}
+
+// removeAddrFile removes supervisor.addr when it still names addr: a supervisor that stopped
+// leaves no address behind for the CLI to follow, and never removes another one's.
+func removeAddrFile(path, addr string) {
+	b, err := os.ReadFile(path)
+	if err == nil && strings.TrimSpace(string(b)) == addr {
+		os.Remove(path)
+	}
+}
+
+// portInUse explains a failed listen on 127.0.0.1:port: which flag picks another port, and whether
+// the port is held by another fleet serve (of another state folder: ours is locked by us).
+func portInUse(port int, err error) string {
+	if !errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Sprintf("listen on 127.0.0.1:%d: %v (--port picks another port)", port, err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	who := "another program"
+	if answersAsFleet(addr) {
+		who = "another fleet serve (of another state folder; 'fleet consoles --state-dir DIR' reaches it)"
+	}
+	return fmt.Sprintf("127.0.0.1:%d is already in use by %s; stop it, or pass another --port N (then publish that port: tailscale serve --bg http://127.0.0.1:N)", port, who)
+}
+
+// answersAsFleet reports whether the server at addr answers the fleet API's way: 401 with
+// WWW-Authenticate: Bearer realm="fleet" to a request without the bearer (none is sent).
+func answersAsFleet(addr string) bool {
+	c := &http.Client{Timeout: time.Second, Transport: &http.Transport{Proxy: nil}}
+	resp, err := c.Get("http://" + addr + "/fleet/v1/consoles")
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusUnauthorized && strings.Contains(resp.Header.Get("WWW-Authenticate"), `realm="fleet"`)
+}
+
+// serveStatusAPI is how serve asks tailscaled for its status; a test replaces it.
+var serveStatusAPI = func(socket string) interface {
+	StatusWithoutPeers(context.Context) (*ipnstate.Status, error)
+} {
+	return socketStatus{&local.Client{Socket: socket, UseSocketOnly: true}}
+}
+
+// errNoSocket says that tailscaled's LocalAPI socket does not exist.
+var errNoSocket = errors.New("no socket")
+
+// socketStatus asks the LocalAPI only when its socket exists: the client would retry a missing
+// one until the timeout, and start-up would wait for nothing.
+type socketStatus struct{ c *local.Client }
+
+func (s socketStatus) StatusWithoutPeers(ctx context.Context) (*ipnstate.Status, error) {
+	if _, err := os.Stat(s.c.Socket); err != nil {
+		return nil, errNoSocket
+	}
+	return s.c.StatusWithoutPeers(ctx)
+}
+
+// tailscaledFacts is what the start-up line says about tailscaled.
+type tailscaledFacts struct {
+	state  string // "running", "stopped" (answers, not Running) or "unreachable"
+	detail string // "sup.tail-scale.ts.net", "NeedsLogin", "no socket at /var/run/…"
+	next   string // what to do next
+}
+
+// askTailscaled asks tailscaled's LocalAPI for its status once, briefly: start-up must not hang on
+// a tailscaled that does not answer.
+func askTailscaled(ctx context.Context, socket string) tailscaledFacts {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	st, err := serveStatusAPI(socket).StatusWithoutPeers(ctx)
+	switch {
+	case err != nil:
+		detail := "no answer on " + socket
+		if errors.Is(err, errNoSocket) {
+			detail = "no socket at " + socket
+		}
+		return tailscaledFacts{state: "unreachable", detail: detail,
+			next: "start tailscaled (or pass --tailscale-socket); until then every /c/ request is 401 unverified, and local callers open a console at its own address ('fleet consoles')"}
+	case st.BackendState != "Running":
+		return tailscaledFacts{state: "stopped", detail: st.BackendState,
+			next: "run 'tailscale up'; until then every /c/ request is 401 unverified"}
+	default:
+		name := ""
+		if st.Self != nil {
+			name = strings.TrimSuffix(st.Self.DNSName, ".")
+		}
+		return tailscaledFacts{state: "running", detail: name, next: "publish it with 'tailscale serve --bg %s', then run 'fleet doctor'"}
+	}
+}
+
+// startupLine says where fleet listens, what tailscaled said, and what to do next: one line for a
+// person on a terminal, one JSON log line otherwise.
+func startupLine(stderr io.Writer, log *slog.Logger, o serveOptions, addr string, ts tailscaledFacts) {
+	target := "http://" + addr // what Tailscale Serve should publish: the unix socket when there is one
+	if o.unixSocket != "" {
+		if abs, err := filepath.Abs(o.unixSocket); err == nil {
+			target = "unix:" + abs
+		}
+	}
+	next := strings.ReplaceAll(ts.next, "%s", target)
+	text := o.logFormat == "text" || (o.logFormat == "auto" && isTerminal(stderr))
+	if !text {
+		log.Info("fleet.listening", "addr", addr, "state", o.home, "tailscaled", ts.state, "tailscaled_detail", ts.detail, "next", next)
+		return
+	}
+	var tsWords string
+	switch ts.state {
+	case "running":
+		tsWords = "tailscaled is running (" + ts.detail + ")"
+	case "stopped":
+		tsWords = "tailscaled answers but is " + ts.detail
+	default:
+		tsWords = "tailscaled not found (" + ts.detail + ")"
+	}
+	where := "http://" + addr
+	if o.unixSocket != "" {
+		where += " and unix:" + o.unixSocket
+	}
+	fmt.Fprintf(stderr, "fleet serve: listening on %s (state %s); %s; next: %s\n", where, o.home, tsWords, next)
 }
 
 // flagNamed reports whether args (before a "--") hold the flag name in any spelling: one or two

@@ -2,10 +2,20 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
+
+	"github.com/phase-console/fleet/internal/state"
+	"tailscale.com/ipn/ipnstate"
 )
 
 // notAFolder is a --state-dir that can never be used (a regular file), so that a command that
@@ -121,4 +131,224 @@ func TestUnusableStateDirStopsServe_F1(t *testing.T) {
 	if !strings.Contains(errb.String(), dir) {
 		t.Errorf("stderr %q does not name %s", errb.String(), dir)
 	}
+}
+
+// syncBuffer is a bytes.Buffer that a running serve and the test may share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// runningServe is a `fleet serve` running in the test.
+type runningServe struct {
+	addr   string
+	stderr *syncBuffer
+	stop   func() int // stops it (as SIGTERM would) and returns its exit status
+}
+
+// startServe runs serve for home on a free port with the given log format and no tailscaled.
+func startServe(t *testing.T, home, logFormat string) *runningServe {
+	t.Helper()
+	return startServeSocket(t, home, logFormat, "")
+}
+
+// startServeSocket is startServe with --socket.
+func startServeSocket(t *testing.T, home, logFormat, unixSocket string) *runningServe {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan string, 1)
+	done := make(chan int, 1)
+	errb := &syncBuffer{}
+	o := serveOptions{home: home, port: 0, tailscaledUID: os.Getuid(), logFormat: logFormat, unixSocket: unixSocket,
+		tailscaleSocket: filepath.Join(t.TempDir(), "no-tailscaled.sock"), ready: func(a string) { ready <- a }}
+	go func() { done <- serve(ctx, o, io.Discard, errb) }()
+	rs := &runningServe{stderr: errb}
+	var once sync.Once
+	status := -1
+	rs.stop = func() int {
+		once.Do(func() { cancel(); status = <-done })
+		return status
+	}
+	t.Cleanup(func() { rs.stop() })
+	select {
+	case rs.addr = <-ready:
+	case st := <-done:
+		t.Fatalf("serve ended with %d before listening: %s", st, errb)
+	}
+	return rs
+}
+
+// TestSecondServeOnOneFolderRefused_F: a second `fleet serve` on a state folder that a running one
+// holds exits 1 at once, naming the running one's pid and address; it does not touch
+// supervisor.addr. After the first stops cleanly, supervisor.addr is gone and a new serve starts.
+func TestSecondServeOnOneFolderRefused_F(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "state")
+	first := startServe(t, home, "json")
+	addrFile := filepath.Join(state.FleetDir(home), state.AddrFile)
+
+	st, out, errs := runFleet("serve", "--state-dir", home, "--port", strconv.Itoa(freePort(t)), "--tailscaled-uid", "0")
+	if st != 1 {
+		t.Fatalf("second serve: exit %d, stderr %q", st, errs)
+	}
+	lines := strings.Split(strings.TrimSpace(errs), "\n")
+	if len(lines) != 1 || !strings.Contains(errs, first.addr) || !strings.Contains(errs, fmt.Sprintf("pid %d", os.Getpid())) ||
+		!strings.Contains(errs, "--state-dir") {
+		t.Errorf("second serve: stderr %q, want one line naming pid %d, %s and --state-dir", errs, os.Getpid(), first.addr)
+	}
+	if out != "" {
+		t.Errorf("stdout %q", out)
+	}
+	if b, _ := os.ReadFile(addrFile); strings.TrimSpace(string(b)) != first.addr {
+		t.Errorf("supervisor.addr = %q, want the running one's %s", b, first.addr)
+	}
+
+	if st := first.stop(); st != 0 {
+		t.Fatalf("first serve: exit %d, stderr %s", st, first.stderr)
+	}
+	if _, err := os.Stat(addrFile); !os.IsNotExist(err) {
+		t.Errorf("supervisor.addr left behind after a clean exit: %v", err)
+	}
+	second := startServe(t, home, "json")
+	if b, _ := os.ReadFile(addrFile); strings.TrimSpace(string(b)) != second.addr {
+		t.Errorf("supervisor.addr = %q after a restart, want %s", b, second.addr)
+	}
+}
+
+// TestCleanExitKeepsAnotherAddr_F: on exit, serve removes supervisor.addr only when it still
+// names its own address.
+func TestCleanExitKeepsAnotherAddr_F(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "state")
+	rs := startServe(t, home, "json")
+	addrFile := filepath.Join(state.FleetDir(home), state.AddrFile)
+	if err := state.WriteFileAtomic(addrFile, []byte("127.0.0.1:1\n")); err != nil {
+		t.Fatal(err)
+	}
+	if st := rs.stop(); st != 0 {
+		t.Fatalf("exit %d", st)
+	}
+	if b, _ := os.ReadFile(addrFile); string(b) != "127.0.0.1:1\n" {
+		t.Errorf("supervisor.addr = %q, want the other address kept", b)
+	}
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// TestPortInUse: a port held by another program stops serve before it creates a token: exit 1,
+// one line naming the port, --port and "another program"; a port held by a fleet serve of another
+// state folder is named as such.
+func TestPortInUse(t *testing.T) {
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	home := filepath.Join(t.TempDir(), "state")
+	st, _, errs := runFleet("serve", "--state-dir", home, "--port", port, "--tailscaled-uid", "0")
+	if st != 1 || strings.Count(strings.TrimSpace(errs), "\n") != 0 ||
+		!strings.Contains(errs, "127.0.0.1:"+port) || !strings.Contains(errs, "--port") || !strings.Contains(errs, "another program") {
+		t.Fatalf("exit %d, stderr %q; want 1 and one line naming 127.0.0.1:%s, --port, another program", st, errs, port)
+	}
+	if _, err := os.Stat(filepath.Join(state.FleetDir(home), state.TokenFile)); !os.IsNotExist(err) {
+		t.Errorf("a token was created before the port was known to be free: %v", err)
+	}
+
+	other := startServe(t, filepath.Join(t.TempDir(), "other-state"), "json")
+	_, otherPort, _ := net.SplitHostPort(other.addr)
+	st, _, errs = runFleet("serve", "--state-dir", home, "--port", otherPort, "--tailscaled-uid", "0")
+	if st != 1 || !strings.Contains(errs, "another fleet serve") || !strings.Contains(errs, "--port") {
+		t.Fatalf("port of another fleet: exit %d, stderr %q", st, errs)
+	}
+}
+
+// fakeStatus is a tailscaled LocalAPI that answers status.
+type fakeStatus struct{ st *ipnstate.Status }
+
+func (f fakeStatus) StatusWithoutPeers(context.Context) (*ipnstate.Status, error) { return f.st, nil }
+
+// TestStartupLine: serve says once where it listens, what tailscaled said and what to do next: one
+// line for a person with --log-format text, one JSON line (fleet.listening) with json.
+func TestStartupLine(t *testing.T) {
+	t.Run("text, no tailscaled", func(t *testing.T) {
+		rs := startServe(t, filepath.Join(t.TempDir(), "state"), "text")
+		rs.stop()
+		var line string
+		for _, l := range strings.Split(rs.stderr.String(), "\n") {
+			if strings.HasPrefix(l, "fleet serve: listening on") {
+				line = l
+			}
+		}
+		for _, want := range []string{"http://" + rs.addr, "tailscaled not found", "no-tailscaled.sock", "next: start tailscaled", "401 unverified"} {
+			if !strings.Contains(line, want) {
+				t.Errorf("start-up line %q lacks %q (stderr %s)", line, want, rs.stderr)
+			}
+		}
+	})
+	t.Run("json, tailscaled running", func(t *testing.T) {
+		old := serveStatusAPI
+		serveStatusAPI = func(string) interface {
+			StatusWithoutPeers(context.Context) (*ipnstate.Status, error)
+		} {
+			return fakeStatus{&ipnstate.Status{BackendState: "Running", Self: &ipnstate.PeerStatus{DNSName: "sup.tail-scale.ts.net."}}}
+		}
+		defer func() { serveStatusAPI = old }()
+		rs := startServe(t, filepath.Join(t.TempDir(), "state"), "json")
+		rs.stop()
+		var got map[string]any
+		for _, l := range strings.Split(rs.stderr.String(), "\n") {
+			var m map[string]any
+			if json.Unmarshal([]byte(l), &m) == nil && m["msg"] == "fleet.listening" {
+				got = m
+			}
+		}
+		if got == nil || got["addr"] != rs.addr || got["tailscaled"] != "running" || got["tailscaled_detail"] != "sup.tail-scale.ts.net" ||
+			!strings.Contains(fmt.Sprint(got["next"]), "tailscale serve --bg http://"+rs.addr) {
+			t.Errorf("fleet.listening line %v (stderr %s)", got, rs.stderr)
+		}
+	})
+	t.Run("text, with --socket: publish the socket", func(t *testing.T) {
+		old := serveStatusAPI
+		serveStatusAPI = func(string) interface {
+			StatusWithoutPeers(context.Context) (*ipnstate.Status, error)
+		} {
+			return fakeStatus{&ipnstate.Status{BackendState: "Running", Self: &ipnstate.PeerStatus{DNSName: "sup.tail-scale.ts.net."}}}
+		}
+		defer func() { serveStatusAPI = old }()
+		sock := filepath.Join(t.TempDir(), "run", "serve.sock")
+		rs := startServeSocket(t, filepath.Join(t.TempDir(), "state"), "text", sock)
+		rs.stop()
+		want := "fleet serve: listening on http://" + rs.addr + " and unix:" + sock + " "
+		if !strings.Contains(rs.stderr.String(), want) || !strings.Contains(rs.stderr.String(), "tailscaled is running (sup.tail-scale.ts.net); next: publish it with 'tailscale serve --bg unix:"+sock+"'") {
+			t.Errorf("stderr %s; want %q and the unix: target", rs.stderr, want)
+		}
+		if _, err := os.Stat(sock); !os.IsNotExist(err) {
+			t.Errorf("the socket is left after a clean exit: %v", err)
+		}
+	})
+	t.Run("bad --log-format", func(t *testing.T) {
+		st, _, errs := runFleet("serve", "--state-dir", notAFolder(t), "--log-format", "yaml")
+		if st != 2 || !strings.Contains(errs, "--log-format") {
+			t.Errorf("exit %d, stderr %q", st, errs)
+		}
+	})
 }

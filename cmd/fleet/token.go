@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -37,7 +38,7 @@ func runToken(args []string, stdout, stderr io.Writer) int {
 	}
 	const summary = "Write a new fleet token atomically. The supervisor and the consoles pick it up within 2 s and\nbelieve the old one for 10 s more, so nothing in flight fails. The token is never printed."
 	fs := newFlags("token rotate", summary, stdout, stderr)
-	stateDir := fs.String("state-dir", "", "state folder (default $PHASE_CONSOLE_STATE_HOME, $XDG_STATE_HOME/phase-console or ~/.local/state/phase-console)")
+	stateDir := fs.String("state-dir", "", "the state folder `DIR` (default $PHASE_CONSOLE_STATE_HOME, $XDG_STATE_HOME/phase-console or ~/.local/state/phase-console)")
 	if st, done := parseFlags(fs, args[1:]); done {
 		return st
 	}
@@ -47,6 +48,12 @@ func runToken(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	fleetDir := state.FleetDir(home)
+	// Rotating means replacing a token in use: with none there, the folder is not the one that
+	// fleet serve uses (a forgotten --state-dir), and writing one would only hide that.
+	if _, err := readToken(*stateDir, home); errors.Is(err, errNoToken) {
+		fmt.Fprintf(stderr, "fleet token rotate: nothing to rotate: %v\n", err)
+		return 1
+	}
 	if err := state.RotateToken(fleetDir); err != nil {
 		fmt.Fprintf(stderr, "fleet token rotate: %v\n", err)
 		return 1

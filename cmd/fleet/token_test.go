@@ -126,3 +126,17 @@ func TestTokenRotate_F1(t *testing.T) {
 		t.Fatal("the token changed")
 	}
 }
+
+// TestTokenRotateNeedsAToken_F2: rotating in a folder without a token (a forgotten --state-dir) is
+// refused, exit 1, naming the path and --state-dir; no token is created.
+func TestTokenRotateNeedsAToken_F2(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "state")
+	st, out, errOut := fleetCmd("token", "rotate", "--state-dir", home)
+	tokPath := filepath.Join(state.FleetDir(home), state.TokenFile)
+	if st != 1 || out != "" || !strings.Contains(errOut, "nothing to rotate") || !strings.Contains(errOut, tokPath) || !strings.Contains(errOut, "--state-dir") {
+		t.Fatalf("exit %d, stdout %q, stderr %q", st, out, errOut)
+	}
+	if _, err := os.Stat(tokPath); !os.IsNotExist(err) {
+		t.Errorf("a token was created: %v", err)
+	}
+}

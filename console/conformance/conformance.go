@@ -61,10 +61,14 @@ func (r Result) String() string {
 }
 
 // CheckURL accepts the console's base URL: http, a loopback IP literal (127.0.0.0/8 or [::1]) and a
-// port, no path beyond "/", no user, query or fragment. A name, even localhost, is refused: the
-// checker sends the real fleet token.
+// port, no path beyond "/", no user, query or fragment. Without a scheme ("127.0.0.1:9001") it is
+// http. A name, even localhost, is refused: the checker sends the real fleet token.
 func CheckURL(raw string) (*url.URL, error) {
-	u, err := url.Parse(raw)
+	withScheme := raw
+	if !strings.Contains(raw, "://") {
+		withScheme = "http://" + raw
+	}
+	u, err := url.Parse(withScheme)
 	if err != nil {
 		return nil, fmt.Errorf("--url %q: %v", raw, err)
 	}
@@ -81,6 +85,57 @@ func CheckURL(raw string) (*url.URL, error) {
 	return &url.URL{Scheme: "http", Host: u.Host}, nil
 }
 
+// newClient is the checker's HTTP client: no proxy, no redirects, and the connection only to a
+// server of this same user (peercred.DialOwn): the real token goes to nobody else.
+func newClient() *http.Client {
+	return &http.Client{
+		Transport:     &http.Transport{Proxy: nil, DisableKeepAlives: true, DisableCompression: true, DialContext: peercred.DialOwn},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		Timeout:       10 * time.Second,
+	}
+}
+
+// Errors of Preflight.
+var (
+	// ErrNoAnswer: nothing listens at the URL.
+	ErrNoAnswer = errors.New("nothing answers there")
+	// ErrSupervisor: the URL is the fleet supervisor's door, not a console.
+	ErrSupervisor = errors.New("that is the fleet supervisor, not a console")
+	// ErrOtherUser: the server there is run by another user; the token is never sent to it.
+	ErrOtherUser = errors.New("the server there is run by another user; the checker sends the fleet token only to your own console")
+)
+
+// Preflight makes sure a console of this user answers at baseURL before any probe (and any
+// token) is sent, so that a wrong URL is one clear error rather than a FAIL per probe. It sends no
+// secret: GET /fleet/v1/consoles without a bearer, which the supervisor alone answers with 401
+// and WWW-Authenticate: Bearer realm="fleet".
+func Preflight(ctx context.Context, baseURL string) error {
+	u, err := CheckURL(baseURL)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, "GET", u.String()+"/fleet/v1/consoles", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := newClient().Do(req)
+	switch {
+	case errors.Is(err, peercred.ErrOtherUser):
+		return fmt.Errorf("%s: %w", u.Host, ErrOtherUser)
+	case err != nil:
+		var op *net.OpError
+		if errors.As(err, &op) && op.Op == "dial" {
+			return fmt.Errorf("%s: %w (is the console running, and on that port?)", u.Host, ErrNoAnswer)
+		}
+		return fmt.Errorf("%s: %w", u.Host, err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode == http.StatusUnauthorized && strings.Contains(resp.Header.Get("WWW-Authenticate"), `realm="fleet"`) {
+		return fmt.Errorf("%s: %w; give the console's own address (fleet consoles lists them)", u.Host, ErrSupervisor)
+	}
+	return nil
+}
+
 // Check runs every probe against the console at baseURL (see CheckURL) with the fleet token and
 // returns one Result per probe, in order. It stops early only when ctx is done.
 func Check(ctx context.Context, baseURL, token string) []Result {
@@ -88,16 +143,7 @@ func Check(ctx context.Context, baseURL, token string) []Result {
 	if err != nil {
 		return []Result{{Rule: "URL", What: "console URL is a loopback literal", Sent: "nothing", Got: err.Error()}}
 	}
-	c := &checker{
-		base:  u,
-		token: token,
-		client: &http.Client{
-			// DialOwn: the real token goes only to a console run by this same user.
-			Transport:     &http.Transport{Proxy: nil, DisableKeepAlives: true, DisableCompression: true, DialContext: peercred.DialOwn},
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-			Timeout:       10 * time.Second,
-		},
-	}
+	c := &checker{base: u, token: token, client: newClient()}
 	_, c.port, _ = net.SplitHostPort(u.Host)
 	return c.run(ctx)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -154,13 +155,14 @@ func TestCheck_NeverPrintsAToken(t *testing.T) {
 }
 
 func TestCheck_RefusesNonLoopback(t *testing.T) {
-	for _, ok := range []string{"http://127.0.0.1:9001", "http://127.0.0.1:9001/", "http://[::1]:9001", "http://127.0.0.5:1"} {
-		if _, err := CheckURL(ok); err != nil {
-			t.Errorf("%s: %v", ok, err)
+	for _, ok := range []string{"http://127.0.0.1:9001", "http://127.0.0.1:9001/", "http://[::1]:9001", "http://127.0.0.5:1",
+		"127.0.0.1:9001", "[::1]:9001", "127.0.0.1:9001/"} { // without a scheme: http
+		if u, err := CheckURL(ok); err != nil || u.Scheme != "http" {
+			t.Errorf("%s: %v, %v", ok, u, err)
 		}
 	}
 	for _, bad := range []string{
-		"", "127.0.0.1:9001", "https://127.0.0.1:9001", "http://localhost:9001", "http://10.0.0.1:9001",
+		"", "localhost:9001", "10.0.0.1:9001", "127.0.0.1", "https://127.0.0.1:9001", "http://localhost:9001", "http://10.0.0.1:9001",
 		"http://127.0.0.1", "http://127.0.0.1:0", "http://user@127.0.0.1:9001", "http://127.0.0.1:9001/c/alpha/",
 		"http://127.0.0.1:9001/?x=1", "http://[::ffff:127.0.0.1]:9001", "http://0.0.0.0:9001", "http://127.0.0.1.evil.example:9001",
 	} {
@@ -393,4 +395,36 @@ func (m *mini) hook(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	m.refuse(w, 401, "bad-run-token")
+}
+
+// TestPreflight: before any probe (and any token), a URL where nothing listens, or where the fleet
+// supervisor answers, is one clear error; a console passes.
+func TestPreflight(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "" || r.Header.Get("X-Phase-Console-Fleet") != "" {
+			t.Errorf("preflight sent a secret: %v", r.Header)
+		}
+		w.WriteHeader(http.StatusNotFound)
+	}))
+	defer srv.Close()
+	if err := Preflight(context.Background(), srv.URL); err != nil {
+		t.Errorf("a console: %v", err)
+	}
+
+	fleet := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="fleet"`)
+		w.WriteHeader(http.StatusUnauthorized)
+	}))
+	defer fleet.Close()
+	if err := Preflight(context.Background(), fleet.URL); !errors.Is(err, ErrSupervisor) {
+		t.Errorf("the supervisor: %v, want ErrSupervisor", err)
+	}
+
+	dead := httptest.NewServer(http.NotFoundHandler())
+	deadURL := dead.URL
+	dead.Close()
+	err := Preflight(context.Background(), strings.TrimPrefix(deadURL, "http://"))
+	if !errors.Is(err, ErrNoAnswer) || !strings.Contains(err.Error(), strings.TrimPrefix(deadURL, "http://")) {
+		t.Errorf("a dead port: %v, want ErrNoAnswer naming the address", err)
+	}
 }

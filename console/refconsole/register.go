@@ -149,12 +149,12 @@ func (g *Registrar) register(ctx context.Context) (addr string, status int, err 
 		return "", 0, err
 	}
 	body, _ := json.Marshal(map[string]string{"id": g.ID, "addr": g.Addr, "name": g.Name})
-	status, err = g.send(ctx, http.MethodPost, "http://"+addr+"/fleet/v1/consoles", body)
+	status, why, err := g.send(ctx, http.MethodPost, "http://"+addr+"/fleet/v1/consoles", body)
 	if err != nil {
 		return addr, status, err
 	}
 	if status != http.StatusCreated && status != http.StatusOK {
-		return addr, status, fmt.Errorf("supervisor %s answered %d to the registration", addr, status)
+		return addr, status, fmt.Errorf("supervisor %s answered %d to the registration%s", addr, status, why)
 	}
 	return addr, status, nil
 }
@@ -170,7 +170,7 @@ func (g *Registrar) deregister(registeredAt string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	status, err := g.send(ctx, http.MethodDelete, "http://"+addr+"/fleet/v1/consoles/"+g.ID, nil)
+	status, _, err := g.send(ctx, http.MethodDelete, "http://"+addr+"/fleet/v1/consoles/"+g.ID, nil)
 	if err != nil {
 		g.Logger.Warn("console.deregister-failed", "console", g.ID, "supervisor", addr, "error", err.Error())
 		return
@@ -178,27 +178,38 @@ func (g *Registrar) deregister(registeredAt string) {
 	g.Logger.Info("console.deregistered", "console", g.ID, "supervisor", addr, "status", status)
 }
 
-func (g *Registrar) send(ctx context.Context, method, url string, body []byte) (int, error) {
+// send makes one API call. For a refusal, why is ": <reason>: <detail>" from the supervisor's JSON
+// answer (or its X-Fleet-Reason header), for the log line.
+func (g *Registrar) send(ctx context.Context, method, url string, body []byte) (status int, why string, err error) {
 	tok, err := g.Token()
 	if err != nil {
-		return 0, fmt.Errorf("no fleet token to register with: %w", err)
+		return 0, "", fmt.Errorf("no fleet token to register with: %w", err)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Accept", "application/json") // a refusal comes back as {"error","detail"}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := g.Client.Do(req)
 	if err != nil {
-		return 0, errors.New(strings.ReplaceAll(err.Error(), tok, "<fleet token>"))
+		return 0, "", errors.New(strings.ReplaceAll(err.Error(), tok, "<fleet token>"))
 	}
-	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	answer, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
 	if resp.StatusCode == http.StatusUnauthorized {
-		return resp.StatusCode, errors.New("supervisor answered 401 to the fleet token: do the console and `fleet serve` use the same --state-dir?")
+		return resp.StatusCode, "", errors.New("supervisor answered 401 to the fleet token: do the console and `fleet serve` use the same --state-dir?")
 	}
-	return resp.StatusCode, nil
+	if resp.StatusCode >= 400 {
+		var e struct{ Error, Detail string }
+		if json.Unmarshal(answer, &e) == nil && e.Error != "" {
+			why = ": " + e.Error + ": " + strings.ReplaceAll(e.Detail, tok, "<fleet token>")
+		} else if r := resp.Header.Get("X-Fleet-Reason"); r != "" {
+			why = ": " + r
+		}
+	}
+	return resp.StatusCode, why, nil
 }

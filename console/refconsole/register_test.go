@@ -322,3 +322,39 @@ func TestCheckSupervisorAddr(t *testing.T) {
 
 // syncBuffer is the tests' log sink.
 type syncBuffer = testlog.Buffer
+
+// TestRegistrarSaysWhyRefused_S8: a refused registration is logged with the supervisor's reason
+// and detail (its JSON answer to a JSON client), not only the status.
+func TestRegistrarSaysWhyRefused_S8(t *testing.T) {
+	_, fleetDir := newStateHome(t)
+	_, addr := serveOn(t, "127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Accept") != "application/json" {
+			t.Errorf("Accept %q", r.Header.Get("Accept"))
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		w.Write([]byte(`{"error":"bad-registration","detail":"addr \"10.0.0.5:9001\": want a loopback literal"}` + "\n"))
+	}))
+	writeAddr(t, fleetDir, addr)
+	attempts := make(chan error, 1)
+	g := &Registrar{ID: "alpha", Addr: "10.0.0.5:9001", FleetDir: fleetDir,
+		Token:  func() (string, error) { return testToken, nil },
+		Logger: slog.New(slog.NewJSONHandler(&syncBuffer{}, nil)),
+	}
+	g.attempted = func(err error) {
+		select {
+		case attempts <- err:
+		default:
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { g.Run(ctx); close(done) }()
+	err := <-attempts
+	cancel()
+	<-done
+	want := `answered 400 to the registration: bad-registration: addr "10.0.0.5:9001": want a loopback literal`
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("err = %v, want it to hold %q", err, want)
+	}
+}

@@ -14,8 +14,9 @@
 // TUN. The stand-in's connections come from this test process, whose uid is passed as
 // TailscaledUID, so S5a holds.
 //
-// The tests need /usr/bin/chromium. Without it they skip, except under CI=true, where they fail:
-// .ci/run installs it. FLEET_SCREENSHOT=1 also writes testdata/refconsole.png, a screenshot of the
+// The tests need /usr/bin/chromium. Without it none runs, and the package's line in a green
+// `go test ./...` says so ("ok … [no tests to run]"; -v shows why), except under CI=true, where
+// they fail: .ci/run installs it. FLEET_SCREENSHOT=1 also writes testdata/refconsole.png, a screenshot of the
 // page as alice sees it.
 //
 // The package holds only tests.
