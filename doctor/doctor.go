@@ -5,7 +5,7 @@
 //	WARN tailscaled mode: userspace networking (TUN:false): … — fix: …
 //	FAIL tailscale serve: nothing proxies to http://127.0.0.1:7420 — fix: tailscale serve --bg http://127.0.0.1:7420
 //
-// What it checks (the SPEC's rule IDs in brackets):
+// What it checks (the contract's rule IDs, docs/contract.md, in brackets):
 //   - tailscaled answers on its LocalAPI, is Running, and its version (1.94+ for a unix socket);
 //   - the tailscaled mode: a kernel TUN is OK; userspace networking is WARN, because then a
 //     tailnet peer can reach 127.0.0.1 ports straight through netstack and the supervisor must

@@ -29,14 +29,10 @@ func runDoctor(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("doctor", doctorSummary+"\nExit status: 1 when any check FAILs, 0 otherwise.", stdout, stderr)
 	stateDir := fs.String("state-dir", "", "state folder (default $PHASE_CONSOLE_STATE_HOME, $XDG_STATE_HOME/phase-console or ~/.local/state/phase-console)")
 	tsSocket := fs.String("tailscale-socket", "", "tailscaled's LocalAPI socket (default: tailscaled's usual socket)")
-	port := fs.Int("port", 0, "the supervisor's port on 127.0.0.1 (default: the one in supervisor.addr, else 7420)")
+	port := portFlag(fs, "port", 0, 1, "the supervisor's port on 127.0.0.1 (default: the one in supervisor.addr, else 7420)")
 	unixSocket := fs.String("socket", "", "the unix socket that 'fleet serve --socket' listens on (the unix-socket door, e.g. "+doctor.DefaultSocketPath()+"), if the set-up uses one")
 	if st, done := parseFlags(fs, args); done {
 		return st
-	}
-	if *port < 0 || *port > 65535 {
-		fmt.Fprintf(stderr, "fleet doctor: --port %d: want 1-65535\n", *port)
-		return 2
 	}
 	home, err := state.Home(*stateDir)
 	if err != nil {

@@ -109,8 +109,10 @@ func TestDoctorFlags(t *testing.T) {
 			t.Errorf("--help does not list %s:\n%s", flag, out)
 		}
 	}
-	if st, _, _ := runFleet("doctor", "--port", "70000"); st != 2 {
-		t.Errorf("--port 70000: exit %d, want 2", st)
+	for _, bad := range []string{"70000", "0", "-1"} {
+		if st, _, errs := runFleet("doctor", "--port", bad); st != 2 || !strings.Contains(errs, "--port") {
+			t.Errorf("--port %s: exit %d, want 2 naming --port (%q)", bad, st, errs)
+		}
 	}
 	if st, _, _ := runFleet("doctor", "extra"); st != 2 {
 		t.Errorf("a positional argument: exit %d, want 2", st)
