@@ -88,15 +88,11 @@ func RotateToken(fleetDir string) error {
 	if err := EnsureDir(fleetDir); err != nil {
 		return err
 	}
-	path := filepath.Join(fleetDir, TokenFile)
-	if err := CheckFile(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
 	tok, err := NewToken()
 	if err != nil {
 		return err
 	}
-	return WriteFileAtomic(path, []byte(tok+"\n"))
+	return WritePrivateFile(filepath.Join(fleetDir, TokenFile), []byte(tok+"\n"))
 }
 
 // A Token follows the fleet token file: it re-reads the file when it changes (Refresh, or Watch
