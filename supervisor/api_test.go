@@ -10,9 +10,11 @@ import (
 	"time"
 )
 
-// listConsoles is GET /fleet/v1/consoles with the bearer, decoded.
+// listConsoles is GET /fleet/v1/consoles with the bearer, decoded, once the probes that
+// registrations started are done.
 func listConsoles(t *testing.T, d *door) map[string]ConsoleStatus {
 	t.Helper()
+	d.srv.registry.waitProbes() // a new console is "unknown" until its first probe (S8)
 	r := d.raw(d.localReq("GET", "/fleet/v1/consoles", "", d.bearer()))
 	if r.status != http.StatusOK {
 		t.Fatalf("GET /fleet/v1/consoles: %d %q", r.status, r.reason)

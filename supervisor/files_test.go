@@ -403,3 +403,35 @@ func TestRegistryWriteFailureChangesNothing_F2(t *testing.T) {
 		}
 	}
 }
+
+// TestTooOpenAddrFileRefused_F1: a supervisor.addr that is group- or world-accessible is refused
+// like the other files (the error names it and the chmod), never silently rewritten 0600.
+func TestTooOpenAddrFileRefused_F1(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "state")
+	srv, err := newServer(t, home, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	path := filepath.Join(state.FleetDir(home), state.AddrFile)
+	if err := os.WriteFile(path, []byte("127.0.0.1:1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(path, 0o644)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- srv.ListenAndServe(ctx, freePort(t)) }()
+	select {
+	case err = <-done:
+	case <-time.After(waitLimit):
+		t.Fatal("ListenAndServe started over a 0644 supervisor.addr")
+	}
+	if err == nil || !strings.Contains(err.Error(), "chmod 600 "+path) {
+		t.Fatalf("ListenAndServe: %v; want an error naming chmod 600 %s", err, path)
+	}
+	st, _ := os.Stat(path)
+	if b, _ := os.ReadFile(path); string(b) != "127.0.0.1:1\n" || st.Mode().Perm() != 0o644 {
+		t.Errorf("supervisor.addr changed: mode %o, %q", st.Mode().Perm(), b)
+	}
+}

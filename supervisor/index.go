@@ -12,10 +12,10 @@ var indexPage = template.Must(template.New("index").Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>fleet</title>
 <style>body{font:16px system-ui,sans-serif;margin:2rem auto;max-width:40rem;padding:0 1rem}
-li{margin:.5rem 0}.down{color:#a00}.up{color:#070}small{color:#666}</style></head>
+li{margin:.5rem 0}.down{color:#a00}.up{color:#070}small,.unknown{color:#666}</style></head>
 <body><h1>fleet</h1><p>Signed in as <b>{{.Login}}</b>.</p>
 {{if .Consoles}}<ul>{{range .Consoles}}<li><a href="{{.URL}}">{{if .Name}}{{.Name}}{{else}}{{.ID}}{{end}}</a>
-<small>{{.ID}}</small> {{if .Up}}<span class="up">up</span>{{else}}<span class="down">down</span>{{end}}</li>
+<small>{{.ID}}</small> <span class="{{.Health}}">{{.Health}}</span></li>
 {{end}}</ul>{{else}}<p>No console is registered on this machine yet.</p>{{end}}
 </body></html>
 `))

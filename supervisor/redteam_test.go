@@ -824,14 +824,16 @@ func TestRedTeamHelperProcess(t *testing.T) {
 		}
 		fmt.Printf("PORT %d\n", ln.Addr().(*net.TCPAddr).Port)
 		os.Stdout.Sync()
-		c, err := ln.Accept()
-		if err != nil {
-			fail(err)
-		}
-		c.SetDeadline(time.Now().Add(10 * time.Second))
-		req, err := http.ReadRequest(bufio.NewReader(c))
-		if err != nil {
-			fail(err)
+		var c net.Conn
+		var req *http.Request
+		for req == nil { // the supervisor's probes connect and say nothing: wait for a request
+			if c, err = ln.Accept(); err != nil {
+				fail(err)
+			}
+			c.SetDeadline(time.Now().Add(10 * time.Second))
+			if req, err = http.ReadRequest(bufio.NewReader(c)); err != nil {
+				c.Close()
+			}
 		}
 		fmt.Printf("AUTH %s\n", req.Header.Get("Authorization"))
 		body, _ := json.Marshal(map[string]string{"id": "victim"})

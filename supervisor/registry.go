@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -22,16 +23,31 @@ type Console struct {
 	ID         string    `json:"id"`
 	Addr       string    `json:"addr"`
 	Name       string    `json:"name,omitempty"`
-	Registered time.Time `json:"registered"`
+	Registered time.Time `json:"registered"` // when this id got this addr and name
 }
 
 // ConsoleStatus is a Console with its health, as the API and the index page show it.
 type ConsoleStatus struct {
 	Console
-	Up       bool      `json:"up"`
+	Health Health `json:"health"`
+	// Up is Health == HealthUp, kept for clients that predate Health: false while unknown.
+	Up bool `json:"up"`
+	// LastSeen is when the console last registered, refreshed or answered a probe.
 	LastSeen time.Time `json:"last_seen,omitzero"`
 	URL      string    `json:"url"`
 }
+
+// Health is what the supervisor knows of a console's liveness.
+type Health string
+
+const (
+	// HealthUnknown: registered (or loaded at start-up) and not probed yet.
+	HealthUnknown Health = "unknown"
+	// HealthUp: the last probe reached it.
+	HealthUp Health = "up"
+	// HealthDown: the last probe, or the last forward, did not reach it.
+	HealthDown Health = "down"
+)
 
 var consoleIDPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
 
@@ -57,18 +73,33 @@ func ValidateConsole(c Console) error {
 }
 
 // A Registry is the set of consoles, kept in consoles.json so that a restart keeps every route.
+//
+// Every proxied request looks its console up (Get), so lookups take no lock: they read an
+// immutable snapshot, a map that a change replaces and never mutates. Changes (Put, Delete) are
+// serialised among themselves and write the file before the new snapshot is published; a console
+// that re-registers with the same id, addr and name (every few seconds) changes nothing on disk,
+// only its last-seen time in memory. Health lives beside the snapshot, under its own small lock.
 type Registry struct {
-	path string
-	now  func() time.Time
+	path  string
+	now   func() time.Time
+	write func(path string, data []byte) error         // state.WritePrivateFile; a seam for tests
+	dial  func(ctx context.Context, addr string) error // dialProbe; a seam for tests
 
-	mu       sync.Mutex
-	consoles map[string]Console
+	consoles atomic.Pointer[map[string]Console] // never nil; the map is never mutated
+
+	mu sync.Mutex // serialises Put and Delete, and so the file's writes
+
+	hmu      sync.Mutex // guards the fields below
 	health   map[string]health
+	seq      uint64 // counts health observations; a probe records only if none came after it started
+	inflight int    // probes started by Put and not finished
+	idle     *sync.Cond
 }
 
 type health struct {
-	up       bool
+	state    Health
 	lastSeen time.Time
+	seq      uint64
 }
 
 type registryFile struct {
@@ -81,9 +112,12 @@ func LoadRegistry(path string, now func() time.Time) (*Registry, error) {
 	if now == nil {
 		now = time.Now
 	}
-	r := &Registry{path: path, now: now, consoles: map[string]Console{}, health: map[string]health{}}
+	r := &Registry{path: path, now: now, write: state.WritePrivateFile, dial: dialProbe, health: map[string]health{}}
+	r.idle = sync.NewCond(&r.hmu)
+	consoles := map[string]Console{}
 	data, err := state.ReadPrivateFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
+		r.consoles.Store(&consoles)
 		return r, nil
 	}
 	if err != nil {
@@ -97,34 +131,64 @@ func LoadRegistry(path string, now func() time.Time) (*Registry, error) {
 		if err := ValidateConsole(c); err != nil {
 			return nil, fmt.Errorf("%s: console %q: %v", path, c.ID, err)
 		}
-		r.consoles[c.ID] = c
+		consoles[c.ID] = c
 	}
+	r.consoles.Store(&consoles)
 	return r, nil
 }
 
-// Put adds or refreshes a console and persists the registry. It reports whether the id was new. On
-// a write error nothing changes, in memory or on disk.
+// snapshot is the current set of consoles. Read only.
+func (r *Registry) snapshot() map[string]Console { return *r.consoles.Load() }
+
+// Get returns the console with id. It takes no lock.
+func (r *Registry) Get(id string) (Console, bool) {
+	c, ok := r.snapshot()[id]
+	return c, ok
+}
+
+// Put adds, changes or refreshes a console. It reports whether the id was new. A console whose
+// id, addr and name are already registered is only marked seen: nothing is written. Otherwise the
+// file is written first, and on a write error nothing changes, in memory or on disk. A new console,
+// or one with a new addr, has unknown health and is probed at once, in the background (one dial,
+// at most probeTimeout).
 func (r *Registry) Put(c Console) (created bool, err error) {
 	if err := ValidateConsole(c); err != nil {
 		return false, err
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	old, existed := r.consoles[c.ID]
-	c.Registered = r.now().UTC()
-	r.consoles[c.ID] = c
-	if err := r.saveLocked(); err != nil {
-		if existed {
-			r.consoles[c.ID] = old
-		} else {
-			delete(r.consoles, c.ID)
-		}
+	cur := r.snapshot()
+	old, existed := cur[c.ID]
+	now := r.now().UTC()
+	if existed && old.Addr == c.Addr && old.Name == c.Name {
+		r.markSeen(c.ID, now)
+		return false, nil
+	}
+	c.Registered = now
+	next := make(map[string]Console, len(cur)+1)
+	for id, v := range cur {
+		next[id] = v
+	}
+	next[c.ID] = c
+	if err := r.save(next); err != nil {
 		return false, err
 	}
-	if !existed || old.Addr != c.Addr {
-		// A console that just registered is taken as up until a probe says otherwise.
-		r.health[c.ID] = health{up: true, lastSeen: r.now().UTC()}
+	if existed && old.Addr == c.Addr {
+		r.consoles.Store(&next)
+		r.markSeen(c.ID, now)
+		return false, nil
 	}
+	// Health first, then the snapshot: no listing shows the new addr with the old addr's health.
+	r.hmu.Lock()
+	r.seq++
+	r.health[c.ID] = health{state: HealthUnknown, lastSeen: now, seq: r.seq}
+	r.inflight++
+	r.hmu.Unlock()
+	r.consoles.Store(&next)
+	go func() {
+		defer r.probeDone()
+		r.probeOne(context.Background(), c, probeTimeout)
+	}()
 	return !existed, nil
 }
 
@@ -132,43 +196,47 @@ func (r *Registry) Put(c Console) (created bool, err error) {
 func (r *Registry) Delete(id string) (bool, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	old, ok := r.consoles[id]
-	if !ok {
+	cur := r.snapshot()
+	if _, ok := cur[id]; !ok {
 		return false, nil
 	}
-	delete(r.consoles, id)
-	if err := r.saveLocked(); err != nil {
-		r.consoles[id] = old
+	next := make(map[string]Console, len(cur))
+	for k, v := range cur {
+		if k != id {
+			next[k] = v
+		}
+	}
+	if err := r.save(next); err != nil {
 		return false, err
 	}
+	r.consoles.Store(&next)
+	r.hmu.Lock()
 	delete(r.health, id)
+	r.hmu.Unlock()
 	return true, nil
-}
-
-// Get returns the console with id.
-func (r *Registry) Get(id string) (Console, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	c, ok := r.consoles[id]
-	return c, ok
 }
 
 // List returns every console with its health, sorted by id.
 func (r *Registry) List() []ConsoleStatus {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := make([]ConsoleStatus, 0, len(r.consoles))
-	for _, c := range r.consoles {
+	cur := r.snapshot()
+	out := make([]ConsoleStatus, 0, len(cur))
+	r.hmu.Lock()
+	for _, c := range cur {
 		h := r.health[c.ID]
-		out = append(out, ConsoleStatus{Console: c, Up: h.up, LastSeen: h.lastSeen, URL: "/c/" + c.ID + "/"})
+		if h.state == "" {
+			h.state = HealthUnknown
+		}
+		out = append(out, ConsoleStatus{Console: c, Health: h.state, Up: h.state == HealthUp, LastSeen: h.lastSeen, URL: "/c/" + c.ID + "/"})
 	}
+	r.hmu.Unlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
 }
 
-func (r *Registry) saveLocked() error {
-	f := registryFile{Consoles: make([]Console, 0, len(r.consoles))}
-	for _, c := range r.consoles {
+// save writes consoles to the file. Called with mu held.
+func (r *Registry) save(consoles map[string]Console) error {
+	f := registryFile{Consoles: make([]Console, 0, len(consoles))}
+	for _, c := range consoles {
 		f.Consoles = append(f.Consoles, c)
 	}
 	sort.Slice(f.Consoles, func(i, j int) bool { return f.Consoles[i].ID < f.Consoles[j].ID })
@@ -176,37 +244,87 @@ func (r *Registry) saveLocked() error {
 	if err != nil {
 		return err
 	}
-	return state.WriteFileAtomic(r.path, append(data, '\n'))
+	return r.write(r.path, append(data, '\n'))
 }
 
 // Probe dials every console once (timeout each) and records whether it answered.
 func (r *Registry) Probe(ctx context.Context, timeout time.Duration) {
-	for _, c := range r.List() {
-		d := net.Dialer{Timeout: timeout}
-		conn, err := d.DialContext(ctx, "tcp", c.Addr)
-		if err == nil {
-			conn.Close()
-		}
-		r.mu.Lock()
-		if cur, ok := r.consoles[c.ID]; ok && cur.Addr == c.Addr {
-			h := r.health[c.ID]
-			h.up = err == nil
-			if h.up {
-				h.lastSeen = r.now().UTC()
-			}
-			r.health[c.ID] = h
-		}
-		r.mu.Unlock()
+	for _, c := range r.snapshot() {
+		r.probeOne(ctx, c, timeout)
 	}
+}
+
+// probeOne dials c and records the answer, unless c changed or a newer observation (a failed
+// forward, another probe, a new registration) was recorded while it dialled.
+func (r *Registry) probeOne(ctx context.Context, c Console, timeout time.Duration) {
+	r.hmu.Lock()
+	start := r.health[c.ID].seq
+	r.hmu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	err := r.dial(ctx, c.Addr)
+	cancel()
+	r.hmu.Lock()
+	defer r.hmu.Unlock()
+	h := r.health[c.ID]
+	if cur, ok := r.snapshot()[c.ID]; !ok || cur.Addr != c.Addr || h.seq != start {
+		return
+	}
+	r.seq++
+	h.seq = r.seq
+	h.state = HealthDown
+	if err == nil {
+		h.state = HealthUp
+		h.lastSeen = r.now().UTC()
+	}
+	r.health[c.ID] = h
+}
+
+func (r *Registry) probeDone() {
+	r.hmu.Lock()
+	r.inflight--
+	if r.inflight == 0 {
+		r.idle.Broadcast()
+	}
+	r.hmu.Unlock()
+}
+
+// waitProbes waits until no probe started by Put is in flight.
+func (r *Registry) waitProbes() {
+	r.hmu.Lock()
+	for r.inflight > 0 {
+		r.idle.Wait()
+	}
+	r.hmu.Unlock()
+}
+
+// markSeen records that the console made itself heard (a refresh), without judging its health.
+func (r *Registry) markSeen(id string, at time.Time) {
+	r.hmu.Lock()
+	h := r.health[id]
+	h.lastSeen = at
+	r.health[id] = h
+	r.hmu.Unlock()
 }
 
 // markDown records that a forward to the console failed.
 func (r *Registry) markDown(id string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if _, ok := r.consoles[id]; ok {
-		h := r.health[id]
-		h.up = false
-		r.health[id] = h
+	r.hmu.Lock()
+	defer r.hmu.Unlock()
+	if _, ok := r.Get(id); !ok { // under hmu: a Delete that published first has its health gone
+		return
 	}
+	h := r.health[id]
+	r.seq++
+	h.state, h.seq = HealthDown, r.seq
+	r.health[id] = h
+}
+
+// dialProbe is the probe: does anything accept a connection at addr?
+func dialProbe(ctx context.Context, addr string) error {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err == nil {
+		conn.Close()
+	}
+	return err
 }

@@ -190,7 +190,7 @@ func (s *Server) ListenAndServe(ctx context.Context, port int) error {
 		return err
 	}
 	addrFile := filepath.Join(s.fleetDir, state.AddrFile)
-	if err := state.WriteFileAtomic(addrFile, []byte(ln.Addr().String()+"\n")); err != nil {
+	if err := state.WritePrivateFile(addrFile, []byte(ln.Addr().String()+"\n")); err != nil {
 		ln.Close()
 		return err
 	}

@@ -177,9 +177,9 @@ func runConsoles(args []string, stdout, stderr io.Writer) int {
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tNAME\tADDR\tHEALTH\tPATH")
 	for _, c := range list.Consoles {
-		h := "down"
-		if c.Up {
-			h = "up"
+		h := string(c.Health) // unknown until the first probe
+		if h == "" {          // a supervisor from before "health"
+			h = map[bool]string{true: "up", false: "down"}[c.Up]
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", c.ID, c.Name, c.Addr, h, c.URL)
 	}

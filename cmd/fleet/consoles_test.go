@@ -3,7 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -171,5 +174,40 @@ func TestDeadSupervisorAddr(t *testing.T) {
 	st, _, errs := runFleet("consoles", "--state-dir", home, "--supervisor", dead)
 	if st != 1 || !strings.Contains(errs, "nothing answers at "+dead) || !strings.Contains(errs, "fleet serve") {
 		t.Errorf("exit %d, stderr %q", st, errs)
+	}
+}
+
+// TestConsolesPrintsHealth_S8: `fleet consoles` prints the supervisor's health word — unknown
+// until the first probe — and up/down from a supervisor that predates it.
+func TestConsolesPrintsHealth_S8(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "state")
+	if _, err := state.LoadOrCreateToken(state.FleetDir(home)); err != nil {
+		t.Fatal(err)
+	}
+	sup := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"consoles":[
+			{"id":"new","addr":"127.0.0.1:9001","health":"unknown","up":false,"url":"/c/new/"},
+			{"id":"live","addr":"127.0.0.1:9002","health":"up","up":true,"url":"/c/live/"},
+			{"id":"gone","addr":"127.0.0.1:9003","health":"down","up":false,"url":"/c/gone/"},
+			{"id":"old","addr":"127.0.0.1:9004","up":true,"url":"/c/old/"}]}`)
+	}))
+	defer sup.Close()
+	st, out, errs := runFleet("consoles", "--state-dir", home, "--supervisor", strings.TrimPrefix(sup.URL, "http://"))
+	if st != 0 {
+		t.Fatalf("consoles: %d %q", st, errs)
+	}
+	health := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) >= 4 {
+			health[f[0]] = f[2] // no names: ID ADDR HEALTH PATH
+		}
+	}
+	want := map[string]string{"new": "unknown", "live": "up", "gone": "down", "old": "up"}
+	for id, h := range want {
+		if health[id] != h {
+			t.Errorf("S8 %s shows %q, want %q in\n%s", id, health[id], h, out)
+		}
 	}
 }

@@ -124,7 +124,7 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) int {
 	}
 	defer srv.Close()
 	addrFile := filepath.Join(fleetDir, state.AddrFile)
-	if err := state.WriteFileAtomic(addrFile, []byte(addr+"\n")); err != nil {
+	if err := state.WritePrivateFile(addrFile, []byte(addr+"\n")); err != nil { // F1: a too-open file is refused
 		return fail("%v", err)
 	}
 	defer removeAddrFile(addrFile, addr)

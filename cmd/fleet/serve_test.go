@@ -352,3 +352,24 @@ func TestStartupLine(t *testing.T) {
 		}
 	})
 }
+
+// TestServeRefusesTooOpenAddrFile_F1: `fleet serve` refuses a supervisor.addr that others can
+// read, naming it and the chmod that fixes it, and leaves it as it was.
+func TestServeRefusesTooOpenAddrFile_F1(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "state")
+	if _, err := state.LoadOrCreateToken(state.FleetDir(home)); err != nil {
+		t.Fatal(err)
+	}
+	addrFile := filepath.Join(state.FleetDir(home), state.AddrFile)
+	if err := os.WriteFile(addrFile, []byte("127.0.0.1:7420\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(addrFile, 0o644)
+	st, _, errs := runFleet("serve", "--state-dir", home, "--port", strconv.Itoa(freePort(t)), "--tailscaled-uid", "0")
+	if st != 1 || !strings.Contains(errs, addrFile) || !strings.Contains(errs, "chmod 600") {
+		t.Fatalf("exit %d, stderr %q; want 1 naming %s and chmod 600", st, errs, addrFile)
+	}
+	if fi, err := os.Stat(addrFile); err != nil || fi.Mode().Perm() != 0o644 {
+		t.Errorf("supervisor.addr was changed: %v %v", fi.Mode(), err)
+	}
+}

@@ -64,10 +64,9 @@ func (e *ModeError) Error() string {
 }
 
 // EnsureDir makes sure path is a private folder: created 0700 (parents too) when missing; when it
-// exists, it must be a folder of ours with no group or world bits.
+// exists, CheckDir must accept it.
 func EnsureDir(path string) error {
-	st, err := os.Lstat(path)
-	if errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
 		if err := os.MkdirAll(path, 0o700); err != nil {
 			return fmt.Errorf("create %s: %w", path, err)
 		}
@@ -75,8 +74,15 @@ func EnsureDir(path string) error {
 		if err := os.Chmod(path, 0o700); err != nil {
 			return fmt.Errorf("create %s: %w", path, err)
 		}
-		st, err = os.Lstat(path)
 	}
+	return CheckDir(path)
+}
+
+// CheckDir is the rule for a private folder such as <stateHome>/fleet: an existing folder of ours
+// with no group or world bits (0700). It changes nothing; a missing folder is an error that
+// matches fs.ErrNotExist.
+func CheckDir(path string) error {
+	st, err := os.Lstat(path)
 	if err != nil {
 		return err
 	}
@@ -86,23 +92,31 @@ func EnsureDir(path string) error {
 	return checkOwnerAndMode(path, st, "chmod 700 "+path)
 }
 
-// EnsureHome makes sure <stateHome> exists: created 0700 (parents too) when missing. It may be
-// shared with other tools, so an existing one only has to be ours and not writable by group or
-// world (anyone who can write it could swap the private folders inside).
+// EnsureHome makes sure <stateHome> exists: created 0700 (parents too) when missing; when it
+// exists, CheckHome must accept it.
 func EnsureHome(path string) error {
-	st, err := os.Lstat(path)
-	if errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
 		return EnsureDir(path)
 	}
+	return CheckHome(path)
+}
+
+// CheckHome is the one rule for <stateHome>, for whoever starts from it (fleet serve) and whoever
+// judges it (fleet doctor): an existing folder of ours that neither group nor world can write. It
+// may be shared with other tools, so reading and searching by others is fine (0755): the secrets
+// live in <stateHome>/fleet, which CheckDir holds to 0700. Writing is not: whoever can write it
+// can swap that private folder. It changes nothing; a missing folder is an error that matches
+// fs.ErrNotExist.
+func CheckHome(path string) error {
+	st, err := os.Lstat(path)
 	if err != nil {
 		return err
 	}
 	if !st.IsDir() {
 		return &ModeError{Path: path, Mode: st.Mode(), Why: "is not a folder", Fix: "move it out of the way"}
 	}
-	if sys, ok := st.Sys().(*syscall.Stat_t); ok && int(sys.Uid) != os.Geteuid() {
-		return &ModeError{Path: path, Mode: st.Mode(), Why: fmt.Sprintf("is owned by uid %d, not by this user (uid %d)", sys.Uid, os.Geteuid()),
-			Fix: fmt.Sprintf("chown %d %s", os.Geteuid(), path)}
+	if err := checkOwner(path, st); err != nil {
+		return err
 	}
 	if st.Mode().Perm()&0o022 != 0 {
 		return &ModeError{Path: path, Mode: st.Mode(), Why: "is group- or world-writable", Fix: "chmod go-w " + path}
@@ -150,10 +164,17 @@ func CheckFile(path string) error {
 	return checkOwnerAndMode(path, st, "chmod 600 "+path)
 }
 
-func checkOwnerAndMode(path string, st fs.FileInfo, fix string) error {
+func checkOwner(path string, st fs.FileInfo) error {
 	if sys, ok := st.Sys().(*syscall.Stat_t); ok && int(sys.Uid) != os.Geteuid() {
 		return &ModeError{Path: path, Mode: st.Mode(), Why: fmt.Sprintf("is owned by uid %d, not by this user (uid %d)", sys.Uid, os.Geteuid()),
 			Fix: fmt.Sprintf("chown %d %s", os.Geteuid(), path)}
+	}
+	return nil
+}
+
+func checkOwnerAndMode(path string, st fs.FileInfo, fix string) error {
+	if err := checkOwner(path, st); err != nil {
+		return err
 	}
 	if st.Mode().Perm()&0o077 != 0 {
 		return &ModeError{Path: path, Mode: st.Mode(), Why: "is group- or world-accessible", Fix: fix}
@@ -167,6 +188,16 @@ func ReadPrivateFile(path string) ([]byte, error) {
 		return nil, err
 	}
 	return os.ReadFile(path)
+}
+
+// WritePrivateFile writes data to path like WriteFileAtomic, after checking an existing path with
+// CheckFile: a file that is too open or someone else's is refused (F1), never silently replaced by
+// a private one. Every file fleet replaces in its state folder is written through it.
+func WritePrivateFile(path string, data []byte) error {
+	if err := CheckFile(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return WriteFileAtomic(path, data)
 }
 
 // WriteFileAtomic writes data to path with mode 0600: temporary file in the same folder, fsync,

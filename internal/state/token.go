@@ -88,30 +88,38 @@ func RotateToken(fleetDir string) error {
 	if err := EnsureDir(fleetDir); err != nil {
 		return err
 	}
-	path := filepath.Join(fleetDir, TokenFile)
-	if err := CheckFile(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
 	tok, err := NewToken()
 	if err != nil {
 		return err
 	}
-	return WriteFileAtomic(path, []byte(tok+"\n"))
+	return WritePrivateFile(filepath.Join(fleetDir, TokenFile), []byte(tok+"\n"))
 }
 
 // A Token follows the fleet token file: it re-reads the file when it changes (Refresh, or Watch
 // polling), and remembers the previous token for RotationGrace so that no request fails during a
 // rotation. When the file is unreadable, too open or malformed, no token is believed at all (fail
-// closed) until it is good again.
+// closed) until it is good again; a failed read is tried again at the next Refresh, whether or not
+// the file changed, so that a passing error (EIO, EMFILE) heals at the next poll (SPEC C1).
+//
+// The grace is a deadline on the monotonic clock, set when this follower sees the rotation: a step
+// of the wall clock (NTP, a suspended laptop, a hand-set date) never stretches it. A follower that
+// sees the rotation late (it polls, so up to an interval after the write) must not believe the old
+// token longer than RotationGrace after the write either, so the file's age at that moment (wall
+// now minus mtime, read once) is taken off the grace. That age is clamped to [0, RotationGrace]: an
+// mtime ahead of the clock (the clock stepped back between the write and the moment it was seen)
+// counts as a rotation that just happened, and a clock that is seen to run backwards past the
+// moment of the rotation (possible only with a clock that has no monotonic reading) ends the grace.
 type Token struct {
 	path string
 	now  func() time.Time
+	read func(path string) (string, error) // ReadToken; a seam for tests
 
 	mu        sync.Mutex
-	stamp     fileStamp
+	stamp     fileStamp // of the last good read; zero while in error, so the next Refresh reads again
 	current   string
 	previous  string
-	prevUntil time.Time
+	prevSeen  time.Time // when the rotation away from previous was seen (with a monotonic reading)
+	prevUntil time.Time // previous is believed before this, on the same clock
 	err       error
 }
 
@@ -124,12 +132,13 @@ type fileStamp struct {
 	owner uint32
 }
 
-// NewTokenFollower follows the token file at path. now is the clock (nil: time.Now). It reads the file once.
+// NewTokenFollower follows the token file at path. now is the clock (nil: time.Now, whose monotonic
+// reading keeps the grace safe from clock steps). It reads the file once.
 func NewTokenFollower(path string, now func() time.Time) *Token {
 	if now == nil {
 		now = time.Now
 	}
-	t := &Token{path: path, now: now}
+	t := &Token{path: path, now: now, read: ReadToken}
 	t.Refresh()
 	return t
 }
@@ -137,36 +146,39 @@ func NewTokenFollower(path string, now func() time.Time) *Token {
 // Path is the followed file.
 func (t *Token) Path() string { return t.path }
 
-// Refresh re-reads the file if its stamp (mtime, size, inode, mode, owner) changed. It reports
-// whether it changed and the current error, if any.
+// Refresh re-reads the file if its stamp (mtime, size, inode, mode, owner) changed, or if the last
+// read failed. It reports whether what the follower believes changed (a new token, a new error, or
+// the end of one) and the current error, if any. A lasting error is reported as changed once.
 func (t *Token) Refresh() (changed bool, err error) {
 	st, statErr := os.Lstat(t.path)
 	stamp := stampOf(st, statErr)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if stamp == t.stamp && t.stamp.ok {
-		return false, t.err
+	if stamp.ok && stamp == t.stamp && t.err == nil {
+		return false, nil
 	}
-	t.stamp = stamp
-	tok, err := ReadToken(t.path)
+	tok, err := t.read(t.path)
 	if err != nil {
-		t.current, t.previous, t.prevUntil, t.err = "", "", time.Time{}, err
-		return true, err
+		changed = t.err == nil || t.err.Error() != err.Error()
+		t.stamp = fileStamp{}
+		t.current, t.previous, t.prevSeen, t.prevUntil, t.err = "", "", time.Time{}, time.Time{}, err
+		return changed, err
 	}
+	// The stamp taken before the read: a write after the Lstat changes it again, and the next
+	// Refresh reads once more.
+	t.stamp = stamp
+	changed = t.err != nil || tok != t.current
 	if tok != t.current {
 		if t.current != "" {
-			// The grace counts from the rotation itself (the file's mtime), not from when this
-			// follower noticed it, so the old token is never believed longer than RotationGrace.
-			rotated := t.now()
-			if stamp.mod.Before(rotated) {
-				rotated = stamp.mod
-			}
-			t.previous, t.prevUntil = t.current, rotated.Add(RotationGrace)
+			seen := t.now()
+			age := seen.Sub(stamp.mod) // wall clock, read once; see the type's comment
+			age = max(0, min(age, RotationGrace))
+			t.previous, t.prevSeen, t.prevUntil = t.current, seen, seen.Add(RotationGrace-age)
 		}
 		t.current = tok
 	}
 	t.err = nil
-	return true, nil
+	return changed, nil
 }
 
 // Current returns the token to send, or the reason there is none.
@@ -185,14 +197,19 @@ func (t *Token) Current() (string, error) {
 // Match reports, in constant time with respect to the token contents, whether got is the current
 // token or the previous one within its grace.
 func (t *Token) Match(got string) bool {
+	now := t.now()
 	t.mu.Lock()
-	cur, prev, until, err := t.current, t.previous, t.prevUntil, t.err
+	if t.previous != "" && (!now.Before(t.prevUntil) || now.Before(t.prevSeen)) {
+		// Over, for good: a clock that comes back does not revive it.
+		t.previous, t.prevSeen, t.prevUntil = "", time.Time{}, time.Time{}
+	}
+	cur, prev, err := t.current, t.previous, t.err
 	t.mu.Unlock()
 	if err != nil || cur == "" {
 		return false
 	}
 	ok := subtle.ConstantTimeCompare([]byte(got), []byte(cur)) == 1
-	if prev != "" && t.now().Before(until) {
+	if prev != "" {
 		ok = subtle.ConstantTimeCompare([]byte(got), []byte(prev)) == 1 || ok
 	}
 	return ok
