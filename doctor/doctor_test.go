@@ -295,6 +295,25 @@ func TestStateFiles_F1(t *testing.T) {
 			t.Errorf("the doctor changed the mode")
 		}
 	})
+	t.Run("home 0755 is fine, as fleet serve says", func(t *testing.T) {
+		home := newHome(t)
+		startSupervisor(t, home) // serve's own rule accepted it
+		os.Chmod(home, 0o755)
+		checks := Run(context.Background(), Config{StateHome: home, LocalAPI: healthyTailscaled(DefaultPort)})
+		want(t, checks, "state folder", OK, "private", "")
+		want(t, checks, "fleet.token", OK, "well-formed", "")
+	})
+	t.Run("home group-writable is refused, as fleet serve refuses it", func(t *testing.T) {
+		home := newHome(t)
+		startSupervisor(t, home)
+		os.Chmod(home, 0o775)
+		t.Cleanup(func() { os.Chmod(home, 0o700) })
+		checks := Run(context.Background(), Config{StateHome: home, LocalAPI: healthyTailscaled(DefaultPort)})
+		want(t, checks, "state folder", Fail, home, "chmod")
+		if err := state.EnsureHome(home); err == nil {
+			t.Error("fleet serve's rule accepts what doctor refuses")
+		}
+	})
 	t.Run("token too open", func(t *testing.T) {
 		home := newHome(t)
 		startSupervisor(t, home)

@@ -7,9 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
-	"syscall"
 
 	"github.com/phase-console/fleet/internal/state"
 )
@@ -17,8 +15,14 @@ import (
 func (r *run) checkState() {
 	home := r.cfg.StateHome
 	fleetDir := state.FleetDir(home)
-	for _, dir := range []string{home, fleetDir} {
-		switch err := checkDir(dir); {
+	// The same rules fleet serve applies at start-up (state.EnsureHome, state.EnsureDir), without
+	// the creating: <stateHome> may be shared (0755 is fine), fleet/ must be 0700.
+	for _, c := range []struct {
+		dir   string
+		check func(string) error
+	}{{home, state.CheckHome}, {fleetDir, state.CheckDir}} {
+		dir := c.dir
+		switch err := c.check(dir); {
 		case errors.Is(err, fs.ErrNotExist):
 			r.add(Warn, "state folder", dir+" does not exist yet", "start the supervisor once (fleet serve) to create it")
 			return
@@ -59,26 +63,6 @@ func (r *run) checkState() {
 	default:
 		r.add(OK, "consoles.json", regPath+" is private (0600)", "")
 	}
-}
-
-// checkDir is state.EnsureDir without the creating: an existing folder of ours, no group or
-// world bits.
-func checkDir(dir string) error {
-	st, err := os.Lstat(dir)
-	if err != nil {
-		return err
-	}
-	if !st.IsDir() {
-		return &state.ModeError{Path: dir, Mode: st.Mode(), Why: "is not a folder", Fix: "move it out of the way"}
-	}
-	if sys, ok := st.Sys().(*syscall.Stat_t); ok && int(sys.Uid) != os.Geteuid() {
-		return &state.ModeError{Path: dir, Mode: st.Mode(), Why: fmt.Sprintf("is owned by uid %d, not by this user (uid %d)", sys.Uid, os.Geteuid()),
-			Fix: fmt.Sprintf("chown %d %s", os.Geteuid(), dir)}
-	}
-	if st.Mode().Perm()&0o077 != 0 {
-		return &state.ModeError{Path: dir, Mode: st.Mode(), Why: "is group- or world-accessible", Fix: "chmod 700 " + dir}
-	}
-	return nil
 }
 
 // errText is an error without its fix (the fix has its own place on the line).

@@ -50,7 +50,7 @@ func (r *run) checkSupervisor(ctx context.Context, port int, portSource string) 
 
 func (r *run) checkSocket(ctx context.Context) {
 	sock := r.cfg.Socket
-	if err := checkDir(filepath.Dir(sock)); err != nil {
+	if err := state.CheckDir(filepath.Dir(sock)); err != nil { // the folder fleet serve --socket made 0700
 		r.add(Fail, "unix socket", errText(err), fixOf(err, "start fleet serve --socket "+sock))
 		return
 	}
