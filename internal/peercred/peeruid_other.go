@@ -24,3 +24,9 @@ func UnixPeerUID(c *net.UnixConn) (uint32, error) {
 }
 
 func stillConnected(c *net.TCPConn) error { return ErrPeerUIDUnsupported }
+
+func acceptedOwner(local, remote netip.AddrPort) (uint32, bool, error) {
+	return 0, false, ErrPeerUIDUnsupported
+}
+
+func listenerOwner(addr netip.AddrPort) (uint32, error) { return 0, ErrPeerUIDUnsupported }
