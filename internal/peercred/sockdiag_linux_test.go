@@ -29,4 +29,3 @@ func diagDrain() {
 		}
 	}
 }
-
