@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"runtime"
 	"time"
 )
 
@@ -46,10 +47,14 @@ func DialOwn(ctx context.Context, network, addr string) (net.Conn, error) {
 // deadline.
 var dialAcceptWait = 3 * time.Second
 
-// dialPoll is the wait before each new look at a connection the server has not accepted yet; the
-// last step repeats. A Go server accepts within microseconds, so the first steps are short.
-var dialPoll = []time.Duration{50 * time.Microsecond, 100 * time.Microsecond, 250 * time.Microsecond, 500 * time.Microsecond,
-	time.Millisecond, 2 * time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond, 20 * time.Millisecond, 50 * time.Millisecond}
+// dialSpin is how long DialOwn looks again at once (yielding the processor between looks)
+// before it sleeps between looks: a server that is not busy accepts within microseconds, and a
+// sleep lasts a millisecond at least.
+const dialSpin = 200 * time.Microsecond
+
+// dialPoll is the sleep before each new look at a connection the server has not accepted yet,
+// after dialSpin; the last step repeats.
+var dialPoll = []time.Duration{time.Millisecond, 2 * time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond, 20 * time.Millisecond, 50 * time.Millisecond}
 
 // checkServer is DialOwn's judgement of the server at the other end of the freshly dialled c.
 func checkServer(ctx context.Context, c net.Conn) error {
@@ -70,11 +75,12 @@ func checkServer(ctx context.Context, c net.Conn) error {
 	other := func(what string, uid uint32) error {
 		return fmt.Errorf("peercred: %v is %w (%s of uid %d, not %d); refusing to talk to it", remote, ErrOtherUser, what, uid, want)
 	}
-	stop := time.Now().Add(dialAcceptWait)
+	start := time.Now()
+	stop := start.Add(dialAcceptWait)
 	if dl, ok := ctx.Deadline(); ok {
 		stop = dl
 	}
-	for i := 0; ; i++ {
+	for slept := 0; ; {
 		uid, accepted, err := acceptedOwner(local, remote)
 		if err != nil {
 			return fmt.Errorf("peercred: cannot tell who runs %v: %w", remote, err)
@@ -103,7 +109,12 @@ func checkServer(ctx context.Context, c net.Conn) error {
 		if left <= 0 {
 			return nil // still not accepted: the listener is this user's
 		}
-		t := time.NewTimer(min(dialPoll[min(i, len(dialPoll)-1)], left))
+		if time.Since(start) < dialSpin && ctx.Err() == nil {
+			runtime.Gosched()
+			continue
+		}
+		t := time.NewTimer(min(dialPoll[min(slept, len(dialPoll)-1)], left))
+		slept++
 		select {
 		case <-t.C:
 		case <-ctx.Done():

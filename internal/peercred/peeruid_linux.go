@@ -53,16 +53,33 @@ func PeerUID(local, remote netip.AddrPort) (uint32, error) {
 		if err != nil {
 			return 0, fmt.Errorf("peercred: peer uid of %v <- %v: %w", local, remote, err)
 		}
-		if f.inode != 0 && tcpLiveState(f.state) && f.uid != procNetInvalidUID {
-			return f.uid, nil
-		}
-		if f.inode == 0 && (f.state == tcpEstablished || f.state == tcpSynRecv || f.state == tcpNewSynRecv) {
-			why = errNotAccepted // not accepted yet: look again
+		uid, err := peerVerdict(f)
+		if errors.Is(err, errNotAccepted) {
+			why = err // look again
 			continue
 		}
-		return 0, fmt.Errorf("peercred: peer uid of %v <- %v: %w (state %d, no owner)", local, remote, ErrPeerUIDNotFound, f.state)
+		if err != nil {
+			return 0, fmt.Errorf("peercred: peer uid of %v <- %v: %w", local, remote, err)
+		}
+		return uid, nil
 	}
 	return 0, fmt.Errorf("peercred: peer uid of %v <- %v: %w", local, remote, why)
+}
+
+// peerVerdict turns what the kernel says about the peer's socket into a uid, or an error: a uid
+// only for a live socket that a process holds (inode not 0), never the invalid uid; errNotAccepted
+// for a connection that its server has not accepted yet.
+func peerVerdict(f sockFact) (uint32, error) {
+	switch {
+	case f.inode != 0 && tcpLiveState(f.state) && f.uid != procNetInvalidUID:
+		return f.uid, nil
+	case f.inode == 0 && (f.state == tcpEstablished || f.state == tcpSynRecv || f.state == tcpNewSynRecv):
+		return 0, errNotAccepted
+	case f.inode != 0 && f.uid == procNetInvalidUID:
+		return 0, errors.New("the peer's socket has no valid uid")
+	default:
+		return 0, fmt.Errorf("%w (TCP state %d, no process holds it)", ErrPeerUIDNotFound, f.state)
+	}
 }
 
 // errNotAccepted says that the peer's socket exists but no process holds it yet.
@@ -198,13 +215,11 @@ func acceptedOwner(local, remote netip.AddrPort) (uid uint32, accepted bool, err
 	if err != nil {
 		return 0, false, err
 	}
-	if f.inode == 0 || !tcpLiveState(f.state) {
+	uid, err = peerVerdict(f)
+	if errors.Is(err, ErrPeerUIDNotFound) { // not accepted yet, or gone: the listener decides
 		return 0, false, nil
 	}
-	if f.uid == procNetInvalidUID {
-		return 0, false, errors.New("the accepted socket has no valid uid")
-	}
-	return f.uid, true, nil
+	return uid, err == nil, err
 }
 
 // listenerOwner returns the uid that owns the socket listening for connections to addr (bound
