@@ -71,7 +71,7 @@ func TestDialOwnSlowAcceptIsNotDown_Issue7(t *testing.T) {
 // slow accept never turns into an error (the hop would call that console down).
 func TestDialOwnNeverAcceptedJudgedByListener_Issue7(t *testing.T) {
 	ln := slowListener(t, "tcp4", "127.0.0.1:0", -1)
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
 	c, err := DialOwn(ctx, "tcp", ln.Addr().String())
 	if err != nil {

@@ -101,11 +101,19 @@ func diagGet() (int, error) {
 		}
 		return -1, fmt.Errorf("netlink socket: %w", err)
 	}
-	// A reply is queued while the request is sent; the timeout only bounds a kernel that
-	// never answers.
+	// Connected to the kernel (port 0), the socket takes messages from the kernel only: another
+	// process cannot slip in an answer. A reply is queued while the request is sent; the
+	// timeout only bounds a kernel that never answers.
 	tv := unix.Timeval{Sec: 1}
-	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+	err = unix.Connect(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK})
+	if err == nil {
+		err = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+	}
+	if err != nil {
 		unix.Close(fd)
+		if diagRefused(err) {
+			return -1, fmt.Errorf("%w: %w", errNetlinkRefused, err)
+		}
 		return -1, fmt.Errorf("netlink socket: %w", err)
 	}
 	return fd, nil
@@ -155,7 +163,7 @@ func diagAsk(fd int, family uint8, src, dst netip.AddrPort) (sockFact, netip.Add
 	ne.PutUint32(r[4:], ^uint32(0)) // idiag_states: any (an exact lookup ignores it)
 	diagPutAddr(r[8:], family, src, dst)
 
-	if err := unix.Sendto(fd, req[:], 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+	if _, err := diagRetry(func() (int, error) { return unix.Write(fd, req[:]) }); err != nil {
 		if diagRefused(err) {
 			return sockFact{}, none, none, fmt.Errorf("%w: %w", errNetlinkRefused, err)
 		}
@@ -163,12 +171,9 @@ func diagAsk(fd int, family uint8, src, dst netip.AddrPort) (sockFact, netip.Add
 	}
 	var buf [diagRecvBuf]byte
 	for range 4 { // skip what is not the reply to this request (bounded)
-		n, from, err := unix.Recvfrom(fd, buf[:], 0)
+		n, err := diagRetry(func() (int, error) { return unix.Read(fd, buf[:]) })
 		if err != nil {
 			return sockFact{}, none, none, fmt.Errorf("netlink receive: %w", err)
-		}
-		if nl, ok := from.(*unix.SockaddrNetlink); !ok || nl.Pid != 0 {
-			continue // not from the kernel
 		}
 		if n < sizeofNlmsghdr {
 			return sockFact{}, none, none, errors.New("netlink receive: short message")
@@ -199,6 +204,17 @@ func diagAsk(fd int, family uint8, src, dst netip.AddrPort) (sockFact, netip.Add
 		}
 	}
 	return sockFact{}, none, none, errors.New("netlink receive: no reply")
+}
+
+// diagRetry runs a read or write again while a signal interrupts it (a socket with a receive
+// timeout is not restarted after one, and the Go runtime signals its threads to preempt them).
+func diagRetry(f func() (int, error)) (int, error) {
+	for {
+		n, err := f()
+		if err != unix.EINTR {
+			return n, err
+		}
+	}
 }
 
 // diagPutAddr writes an inet_diag_sockid: ports and addresses in network byte order, a v4
