@@ -46,10 +46,9 @@ func BenchmarkPeerUID(b *testing.B) {
 	}
 	b.Run("sockdiag", run)
 	b.Run("sockdiag-socket-per-lookup", func(b *testing.B) {
-		old := diagPoolSize
-		diagPoolSize = 0
+		diagPooling = false
 		diagDrain()
-		b.Cleanup(func() { diagPoolSize = old })
+		b.Cleanup(func() { diagPooling = true })
 		run(b)
 	})
 	b.Run("sockdiag-parallel", func(b *testing.B) {

@@ -23,11 +23,11 @@ import (
 // without AF_NETLINK) until the test ends.
 func refuseNetlink(t testing.TB) {
 	t.Helper()
-	oldOpen, oldSize := diagOpen, diagPoolSize
+	oldOpen, oldPooling := diagOpen, diagPooling
 	diagOpen = func() (int, error) { return -1, unix.EAFNOSUPPORT }
-	diagPoolSize = 0
+	diagPooling = false
 	diagDrain()
-	t.Cleanup(func() { diagOpen, diagPoolSize = oldOpen, oldSize })
+	t.Cleanup(func() { diagOpen, diagPooling = oldOpen, oldPooling })
 }
 
 func diagDrain() {
@@ -260,7 +260,8 @@ func TestSockDiagListenerCoversWildcards(t *testing.T) {
 }
 
 // Lookups run at once from many goroutines each get their own connection's peer (netlink
-// sockets are not shared between concurrent lookups; replies are matched by sequence number).
+// sockets are not shared between concurrent lookups; replies are matched by sequence number),
+// and no more than diagPoolSize netlink sockets stay open.
 func TestSockDiagConcurrentLookups(t *testing.T) {
 	type pair struct {
 		local, remote netip.AddrPort
@@ -272,6 +273,8 @@ func TestSockDiagConcurrentLookups(t *testing.T) {
 		l, r := procNetAddrs(server)
 		pairs = append(pairs, pair{l, r, sockInode(t, client)})
 	}
+	diagDrain()
+	before := openFDs(t)
 	var wg sync.WaitGroup
 	errs := make(chan error, 16)
 	for g := range 16 {
@@ -293,8 +296,8 @@ func TestSockDiagConcurrentLookups(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	if n := len(diagPool); n > diagPoolSize {
-		t.Errorf("%d netlink sockets pooled, more than %d", n, diagPoolSize)
+	if after := openFDs(t); after > before+diagPoolSize {
+		t.Errorf("%d open files after the lookups, %d before: netlink sockets leak", after, before)
 	}
 }
 
@@ -351,4 +354,13 @@ func TestPeerUIDProcFallbackIsBounded(t *testing.T) {
 	if _, _, err := procNetListener(procNetServer6); !errors.Is(err, ErrProcNetTooLarge) {
 		t.Fatalf("listener lookup past the bound: %v; want ErrProcNetTooLarge", err)
 	}
+}
+
+func openFDs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
 }
