@@ -12,7 +12,7 @@
 //     connection's local address (the peer's end) with netlink sock_diag: one hash lookup, the
 //     same cost however many sockets the machine holds. Where this process may not use netlink
 //     (a seccomp filter, a systemd unit without AF_NETLINK), it reads /proc/net/tcp and
-//     /proc/net/tcp6 instead, up to procNetMaxBytes each.
+//     /proc/net/tcp6 instead, up to 4 MiB each (ErrProcNetTooLarge past it).
 //   - UnixPeerUID answers for a unix-socket connection: SO_PEERCRED on Linux, LOCAL_PEERCRED
 //     on macOS.
 //   - DialOwn judges a server before anything is sent to it: the owner of the socket that

@@ -25,8 +25,8 @@ var peerBackoff = []time.Duration{0, time.Millisecond, 5 * time.Millisecond, 20 
 // whose local address is local and remote address is remote (as seen by the server).
 //
 // It asks the kernel for that one socket by its addresses (netlink sock_diag), or, where this
-// process may not use netlink, reads /proc/net/tcp{,6} (bounded: a table larger than
-// procNetMaxBytes is an error).
+// process may not use netlink, reads /proc/net/tcp{,6} (bounded: a table larger than 4 MiB is
+// ErrProcNetTooLarge).
 //
 // It fails closed: local must be a loopback address (so that the peer is a socket of this
 // network namespace); the socket must be live and held by a process (inode not 0), and its uid
