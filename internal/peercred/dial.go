@@ -7,26 +7,124 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"runtime"
+	"time"
 )
 
 // ErrOtherUser says that the other end of a connection is run by another user.
 var ErrOtherUser = errors.New("run by another user")
 
-// DialOwn dials a loopback TCP address and returns the connection only when the server's socket
-// is owned by this process's effective uid. A fleet client that is about to send the fleet token
-// (or a console about to receive it) uses it so that the token never reaches a process of
-// another user that took the port over. Use it as http.Transport.DialContext.
+// DialOwn dials a loopback TCP address (or a unix socket) and returns the connection only when
+// the server is run by this process's effective uid. A fleet client that is about to send the
+// fleet token (or a console about to receive it) uses it so that the token never reaches a
+// process of another user that took the port over. Use it as http.Transport.DialContext.
+//
+// For TCP it judges, at every dial (no verdict is kept: another user may take a dead server's
+// port at any time):
+//
+//   - the listening socket that holds the connection: another user's is ErrOtherUser at once;
+//   - the server's end of the connection once it is accepted: the process that called accept()
+//     owns it, and another user's is ErrOtherUser. DialOwn waits for the accept, polling, until
+//     ctx's deadline (dialAcceptWait without one); a server still not accepting by then is judged
+//     by its listener alone, so a slow server is never refused for being slow.
+//
+// Any lookup error fails closed; a connection that the server reset while it was judged is an
+// error too. If ctx is cancelled while DialOwn waits, it returns ctx.Err().
 func DialOwn(ctx context.Context, network, addr string) (net.Conn, error) {
 	var d net.Dialer
 	c, err := d.DialContext(ctx, network, addr)
 	if err != nil {
 		return nil, err
 	}
-	if err := CheckOwn(c); err != nil {
+	if err := checkServer(ctx, c); err != nil {
 		c.Close()
 		return nil, err
 	}
 	return c, nil
+}
+
+// dialAcceptWait bounds how long DialOwn waits for the server to accept when ctx has no
+// deadline.
+var dialAcceptWait = 3 * time.Second
+
+// dialSpin is how long DialOwn looks again at once (yielding the processor between looks)
+// before it sleeps between looks: a server that is not busy accepts within microseconds, and a
+// sleep lasts a millisecond at least.
+const dialSpin = 200 * time.Microsecond
+
+// dialPoll is the sleep before each new look at a connection the server has not accepted yet,
+// after dialSpin; the last step repeats.
+var dialPoll = []time.Duration{time.Millisecond, 2 * time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond, 20 * time.Millisecond, 50 * time.Millisecond}
+
+// checkServer is DialOwn's judgement of the server at the other end of the freshly dialled c.
+func checkServer(ctx context.Context, c net.Conn) error {
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return CheckOwn(c)
+	}
+	local, lerr := netip.ParseAddrPort(tc.LocalAddr().String())
+	remote, rerr := netip.ParseAddrPort(tc.RemoteAddr().String())
+	if lerr != nil || rerr != nil {
+		return fmt.Errorf("peercred: %v is not an IP connection", tc.RemoteAddr())
+	}
+	local, remote = procNetNormalize(local), procNetNormalize(remote)
+	if !remote.Addr().IsLoopback() || !local.Addr().IsLoopback() {
+		return fmt.Errorf("peercred: cannot tell who runs %v: not a loopback connection", remote)
+	}
+	want := uint32(os.Geteuid())
+	other := func(what string, uid uint32) error {
+		return fmt.Errorf("peercred: %v is %w (%s of uid %d, not %d); refusing to talk to it", remote, ErrOtherUser, what, uid, want)
+	}
+	start := time.Now()
+	stop := start.Add(dialAcceptWait)
+	if dl, ok := ctx.Deadline(); ok {
+		stop = dl
+	}
+	for slept := 0; ; {
+		uid, accepted, err := acceptedOwner(local, remote)
+		if err != nil {
+			return fmt.Errorf("peercred: cannot tell who runs %v: %w", remote, err)
+		}
+		if accepted {
+			if uid != want {
+				return other("accepted by a process", uid)
+			}
+			if err := stillConnected(tc); err != nil {
+				return fmt.Errorf("peercred: %v: %w", remote, err)
+			}
+			return nil
+		}
+		// Not accepted yet: the connection waits in the queue of the socket listening there.
+		uid, err = listenerOwner(remote)
+		if err != nil {
+			return fmt.Errorf("peercred: cannot tell who listens on %v: %w", remote, err)
+		}
+		if uid != want {
+			return other("listening socket", uid)
+		}
+		if err := stillConnected(tc); err != nil {
+			return fmt.Errorf("peercred: %v: %w", remote, err)
+		}
+		left := time.Until(stop)
+		if left <= 0 {
+			return nil // still not accepted: the listener is this user's
+		}
+		if time.Since(start) < dialSpin && ctx.Err() == nil {
+			runtime.Gosched()
+			continue
+		}
+		t := time.NewTimer(min(dialPoll[min(slept, len(dialPoll)-1)], left))
+		slept++
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return ctx.Err()
+			}
+			stop = time.Now() // one last look, then the listener decides
+		}
+	}
 }
 
 // ConnPeerUID returns the uid that owns the other end of c: a loopback TCP connection (PeerUID,

@@ -7,20 +7,28 @@
 // Both ends of a loopback connection are sockets on this machine, in this network namespace, and
 // the kernel knows which uid owns each:
 //
-//   - PeerUID answers for a loopback TCP connection. On Linux it reads /proc/net/tcp and
-//     /proc/net/tcp6 and finds the one socket whose local address is the connection's remote
-//     address and whose remote address is the connection's local address: the peer's end.
-//   - UnixPeerUID answers for a unix-socket connection, from SO_PEERCRED.
+//   - PeerUID answers for a loopback TCP connection. On Linux it asks the kernel for the one
+//     socket whose own address is the connection's remote address and whose other address is the
+//     connection's local address (the peer's end) with netlink sock_diag: one hash lookup, the
+//     same cost however many sockets the machine holds. Where this process may not use netlink
+//     (a seccomp filter, a systemd unit without AF_NETLINK), it reads /proc/net/tcp and
+//     /proc/net/tcp6 instead, up to 4 MiB each (ErrProcNetTooLarge past it).
+//   - UnixPeerUID answers for a unix-socket connection: SO_PEERCRED on Linux, LOCAL_PEERCRED
+//     on macOS.
+//   - DialOwn judges a server before anything is sent to it: the owner of the socket that
+//     accepted the connection, or, until it is accepted, of the listening socket that holds it.
 //
-// Guarantee: both fail closed. Any doubt is an error and never a uid: a server address that is
+// Guarantee: all fail closed. Any doubt is an error and never a uid: a server address that is
 // not loopback, no matching socket, two matching sockets with different uids, a socket that no
-// process owns any more (TIME_WAIT, orphaned: inode 0, and the kernel prints uid 0 for those), an
-// unreadable proc file, the invalid uid 4294967295, or a platform without an implementation
-// (ErrPeerUIDUnsupported). A caller that gets an error must refuse the connection.
+// process owns any more (TIME_WAIT, orphaned: inode 0, and the kernel reports uid 0 for those), a
+// netlink or proc error, a proc table past its bound, the invalid uid 4294967295, or a platform
+// without an implementation (ErrPeerUIDUnsupported: TCP lookups everywhere but Linux). A caller
+// that gets an error must refuse the connection.
 //
 // The answer is a fact of the connection: judge it once, right after Accept, and keep it with
 // the connection (S5). A uid is only as good as the moment it was read: if the peer closes and a
-// new socket reuses the same address pair, the new owner is what a later lookup sees.
+// new socket reuses the same address pair, the new owner is what a later lookup sees. Nothing is
+// cached: every call asks the kernel again.
 package peercred
 
 import (
@@ -44,6 +52,10 @@ var (
 	// ErrPeerUIDAmbiguous is returned when sockets owned by different uids match the
 	// connection's addresses.
 	ErrPeerUIDAmbiguous = errors.New("peercred: peer socket is ambiguous")
+
+	// ErrProcNetTooLarge is returned when a /proc/net/tcp{,6} table is longer than
+	// procNetMaxBytes: the lookup fails closed rather than read without bound.
+	ErrProcNetTooLarge = errors.New("peercred: socket table too large to read")
 )
 
 // procNetFiles are the tables PeerUID searches on Linux; tests point it at samples.
@@ -51,6 +63,10 @@ var procNetFiles = []string{"/proc/net/tcp", "/proc/net/tcp6"}
 
 // procNetInvalidUID is (uid_t)-1: "no uid". It is never a valid answer.
 const procNetInvalidUID = 1<<32 - 1
+
+// procNetMaxBytes bounds how much of one /proc/net/tcp{,6} table is read (about 27,000 sockets):
+// past it the lookup fails closed. It is only read where netlink is refused.
+var procNetMaxBytes int64 = 4 << 20
 
 // procNetMaxLine bounds a line of /proc/net/tcp{,6}; a real one is under 200 bytes. Longer
 // lines are skipped.
@@ -78,7 +94,7 @@ func parseProcNetTCP(r io.Reader, local, remote netip.AddrPort) (uid uint32, fou
 	for {
 		line, rerr := procNetReadLine(br)
 		if line != nil {
-			if e, ok := procNetParseLine(line); ok && e.local == remote && e.remote == local {
+			if e, ok := procNetParseLine(line); ok && e.live() && e.local == remote && e.remote == local {
 				if found && e.uid != uid {
 					return 0, false, ErrPeerUIDAmbiguous
 				}
@@ -110,21 +126,57 @@ func procNetReadLine(br *bufio.Reader) ([]byte, error) {
 	return bytes.TrimSuffix(line, []byte("\n")), err
 }
 
+// parseProcNetListen reads a table like parseProcNetTCP and returns the uid owning the listening
+// socket that accepts connections to addr: state LISTEN, owned (inode not 0), bound to addr's
+// port and to addr itself or a wildcard (0.0.0.0; or :: which, dual-stack, also takes IPv4: the
+// table does not say which, so it counts). Sockets of different uids are ErrPeerUIDAmbiguous.
+func parseProcNetListen(r io.Reader, addr netip.AddrPort) (uid uint32, found bool, err error) {
+	addr = procNetNormalize(addr)
+	br := bufio.NewReaderSize(r, procNetMaxLine)
+	for {
+		line, rerr := procNetReadLine(br)
+		if line != nil {
+			if e, ok := procNetParseLine(line); ok && e.listens(addr) {
+				if found && e.uid != uid {
+					return 0, false, ErrPeerUIDAmbiguous
+				}
+				uid, found = e.uid, true
+			}
+		}
+		if rerr == io.EOF {
+			return uid, found, nil
+		}
+		if rerr != nil {
+			return 0, false, rerr
+		}
+	}
+}
+
 // procNetEntry is one parsed line of /proc/net/tcp{,6}.
 type procNetEntry struct {
 	local, remote netip.AddrPort // normalized with procNetNormalize
-	uid           uint32
+	state         uint8          // include/net/tcp_states.h
+	uid           uint32         // never procNetInvalidUID
+	inode         uint64         // 0: no process holds the socket (its uid is made up)
 }
 
-// procNetLiveStates are the TCP states (include/net/tcp_states.h) in which a socket can be the
-// peer of an accepted connection.
-var procNetLiveStates = map[string]bool{
-	"01": true, // ESTABLISHED
-	"04": true, // FIN_WAIT1
-	"05": true, // FIN_WAIT2
-	"08": true, // CLOSE_WAIT
-	"09": true, // LAST_ACK
-	"0B": true, // CLOSING
+// live reports whether e is an owned socket in a state in which it can be the peer of an
+// accepted connection: ESTABLISHED, FIN_WAIT1, FIN_WAIT2, CLOSE_WAIT, LAST_ACK or CLOSING.
+func (e procNetEntry) live() bool {
+	switch e.state {
+	case 0x01, 0x04, 0x05, 0x08, 0x09, 0x0B:
+		return e.inode != 0
+	}
+	return false
+}
+
+// listens reports whether e is an owned listener that takes connections to addr.
+func (e procNetEntry) listens(addr netip.AddrPort) bool {
+	if e.state != 0x0A || e.inode == 0 || e.local.Port() != addr.Port() {
+		return false
+	}
+	a := e.local.Addr()
+	return a == addr.Addr() || a == netip.IPv6Unspecified() || (a == netip.IPv4Unspecified() && addr.Addr().Is4())
 }
 
 // procNetParseLine parses one line such as
@@ -132,7 +184,7 @@ var procNetLiveStates = map[string]bool{
 //	0: 0100007F:1CF4 0100007F:D2A6 01 00000000:00000000 00:00000000 00000000  1000        0 41873 1 0000000000000000 20 4 30 10 -1
 //
 // (sl, local_address, rem_address, st, tx_queue:rx_queue, tr:tm->when, retrnsmt, uid, timeout,
-// inode, ...). ok is false for anything that is not exactly such a line of a live, owned socket.
+// inode, ...). ok is false for anything that is not exactly such a line with a valid uid.
 func procNetParseLine(line []byte) (e procNetEntry, ok bool) {
 	f := bytes.Fields(line)
 	if len(f) < 10 {
@@ -150,7 +202,8 @@ func procNetParseLine(line []byte) (e procNetEntry, ok bool) {
 	if !ok1 || !ok2 || len(f[1]) != len(f[2]) {
 		return e, false
 	}
-	if !procNetLiveStates[string(bytes.ToUpper(f[3]))] {
+	state, ok := procNetHexUint32(f[3])
+	if !ok || len(f[3]) != 2 {
 		return e, false
 	}
 	uid, err := strconv.ParseUint(string(f[7]), 10, 32)
@@ -158,10 +211,10 @@ func procNetParseLine(line []byte) (e procNetEntry, ok bool) {
 		return e, false
 	}
 	inode, err := strconv.ParseUint(string(f[9]), 10, 64)
-	if err != nil || inode == 0 {
+	if err != nil {
 		return e, false
 	}
-	return procNetEntry{local: local, remote: remote, uid: uint32(uid)}, true
+	return procNetEntry{local: local, remote: remote, state: uint8(state), uid: uint32(uid), inode: inode}, true
 }
 
 // procNetParseAddrPort parses "0100007F:1CF4" (IPv4: one 32-bit word) or

@@ -47,6 +47,19 @@ func FuzzParseProcNetTCP(f *testing.F) {
 		if errors.Is(err, ErrPeerUIDAmbiguous) && len(uids) < 2 {
 			t.Fatalf("ambiguous with candidate uids %v", uids)
 		}
+
+		// The listener search (DialOwn's /proc fallback) obeys the same rules.
+		luid, lfound, lerr := parseProcNetListen(strings.NewReader(text), local)
+		luid2, lfound2, lerr2 := parseProcNetListen(iotest.OneByteReader(strings.NewReader(text)), local)
+		if luid != luid2 || lfound != lfound2 || !errors.Is(lerr2, lerr) {
+			t.Fatalf("listener: chunking changed the answer: %d, %v, %v vs %d, %v, %v", luid, lfound, lerr, luid2, lfound2, lerr2)
+		}
+		if lerr != nil && !errors.Is(lerr, ErrPeerUIDAmbiguous) {
+			t.Fatalf("listener: unexpected error from a string: %v", lerr)
+		}
+		if (lerr != nil || !lfound) && luid != 0 || lfound && luid == procNetInvalidUID {
+			t.Fatalf("listener: %d, %v, %v", luid, lfound, lerr)
+		}
 	})
 }
 

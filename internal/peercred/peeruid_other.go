@@ -1,26 +1,12 @@
-//go:build !linux
+//go:build !linux && !darwin
 
 package peercred
 
-import (
-	"net"
-	"net/netip"
-)
+import "net"
 
-// PeerUID returns the uid that owns the socket at the other end of a loopback TCP connection
-// whose local address is local and remote address is remote (as seen by the server).
-//
-// On this platform it always fails with ErrPeerUIDUnsupported, so the caller fails closed.
-func PeerUID(local, remote netip.AddrPort) (uint32, error) {
-	return 0, ErrPeerUIDUnsupported
-}
-
-// UnixPeerUID returns the uid of the process at the other end of a unix-socket connection
-// (SO_PEERCRED).
+// UnixPeerUID returns the uid of the process at the other end of a unix-socket connection.
 //
 // On this platform it always fails with ErrPeerUIDUnsupported, so the caller fails closed.
 func UnixPeerUID(c *net.UnixConn) (uint32, error) {
 	return 0, ErrPeerUIDUnsupported
 }
-
-func stillConnected(c *net.TCPConn) error { return ErrPeerUIDUnsupported }

@@ -215,9 +215,11 @@ func TestProcNetParseAddrPort(t *testing.T) {
 	}
 }
 
-// procNetUseFiles points PeerUID at files with the given contents ("" : the file is missing).
+// procNetUseFiles points PeerUID at files with the given contents ("" : the file is missing),
+// and refuses it netlink so that it reads them.
 func procNetUseFiles(t *testing.T, contents ...string) {
 	t.Helper()
+	refuseNetlink(t)
 	dir := t.TempDir()
 	var names []string
 	for i, c := range contents {
@@ -282,6 +284,7 @@ func TestPeerUIDProcNetFiles(t *testing.T) {
 	}
 
 	t.Run("unreadable table", func(t *testing.T) {
+		refuseNetlink(t)
 		old := procNetFiles
 		procNetFiles = []string{t.TempDir()} // a directory: opens, does not read
 		t.Cleanup(func() { procNetFiles = old })
@@ -377,7 +380,7 @@ func TestUnixPeerUID(t *testing.T) {
 	t.Cleanup(func() { server.Close() })
 	for name, c := range map[string]*net.UnixConn{"server end": server, "client end": client} {
 		uid, err := UnixPeerUID(c)
-		if runtime.GOOS != "linux" {
+		if runtime.GOOS != "linux" && runtime.GOOS != "darwin" { // SO_PEERCRED, LOCAL_PEERCRED
 			if !errors.Is(err, ErrPeerUIDUnsupported) {
 				t.Fatalf("%s: UnixPeerUID = %d, %v; want ErrPeerUIDUnsupported", name, uid, err)
 			}

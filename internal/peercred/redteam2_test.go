@@ -34,15 +34,12 @@ func rt2NeedRoot(t *testing.T) {
 
 // ---- Findings ----------------------------------------------------------------------------------
 
-// FINDING (medium): PeerUID names whoever owns the 4-tuple *now*. A peer that resets its
-// connection (SO_LINGER 0) leaves the server a socket whose received bytes are still readable,
+// Was a finding (medium), fixed: PeerUID names whoever owns the 4-tuple *now*. A peer that resets
+// its connection (SO_LINGER 0) leaves the server a socket whose received bytes are still readable,
 // but that is no longer hashed, so a new connection from the same ip:port — by any uid — is what
-// /proc/net/tcp lists under those addresses. PeerUID and CheckOwn of the old connection then
-// answer the new owner. Callers judge lazily (the supervisor at the first /c/ request, a console at
-// the first local request), so a stranger's request is judged as the next connection's owner.
-// Fix: after the lookup, confirm the server's own socket still holds the tuple (getsockopt
-// TCP_INFO on the fd: state not TCP_CLOSE, or its inode listed ESTABLISHED/CLOSE_WAIT in the same
-// read), and judge at Accept.
+// the kernel finds under those addresses. ConnPeerUID and CheckOwn therefore confirm, after the
+// lookup, that the connection's own socket still holds the tuple (TCP_INFO state), and callers
+// judge at Accept.
 func TestRedTeam2_PeerUIDAfterResetNamesNextOwner(t *testing.T) {
 	rt2NeedRoot(t)
 	ln, err := net.Listen("tcp4", "127.0.0.1:0")
@@ -83,12 +80,10 @@ func TestRedTeam2_PeerUIDAfterResetNamesNextOwner(t *testing.T) {
 	}
 }
 
-// FINDING (low, availability): a connection that the server has not accept()ed yet has no inode
-// (its line shows inode 0), so PeerUID skips it; DialOwn retries three times back to back and
-// fails with "peer socket not found". A supervisor or console that is slow to accept (load, GC, a
-// full accept queue) makes every client that sends the token fail: hop 502 console-down,
-// registration retries, doctor FAIL. Fix: retry with a short back-off (e.g. up to 250 ms), or, for
-// DialOwn, accept the owner of the listening socket on the server address.
+// Was a finding (low, availability), fixed: a connection that the server has not accept()ed yet
+// has no inode, so DialOwn failed with "peer socket not found" and a console slow to accept was
+// marked down. DialOwn now judges the listening socket until the accept (see
+// TestDialOwnSlowAcceptIsNotDown_Issue7).
 func TestRedTeam2_DialOwnBeforeAccept(t *testing.T) {
 	ln, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
