@@ -1,3 +1,5 @@
+//go:build linux
+
 package supervisor
 
 // Red-team tests, second pass: the unix-socket door, the peer-uid verdict's timing, the systemd
