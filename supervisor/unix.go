@@ -151,6 +151,7 @@ func (s *Server) ServeUnixListener(ln *net.UnixListener) error {
 		case <-done:
 		}
 	}()
+	s.verifier.forwards.watch(ln.Addr(), s.stop) // S5e, before the first connection is accepted
 	s.log.Info("fleet.listening", "socket", ln.Addr().String(), "state", s.cfg.StateHome)
 	return srv.Serve(ln)
 }
