@@ -6,13 +6,18 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"tailscale.com/client/tailscale/apitype"
 	"tailscale.com/ipn"
+	"tailscale.com/ipn/ipnstate"
 	"tailscale.com/tailcfg"
 )
 
@@ -196,4 +201,229 @@ func (c *fakeClock) advance(d time.Duration) {
 	c.mu.Lock()
 	c.t = c.t.Add(d)
 	c.mu.Unlock()
+}
+
+// serveUnix serves d's supervisor on a unix-socket door too and returns the socket's path.
+func (d *door) serveUnix(t *testing.T) string {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "run", "serve.sock")
+	ln, err := ListenUnix(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go d.srv.ServeUnixListener(ln)
+	return sock
+}
+
+// rawUnix writes req to a new connection to the unix-socket door at sock and reads one response.
+func (d *door) rawUnix(t *testing.T, sock, req string) response {
+	t.Helper()
+	d.rejectedBefore, d.lastExchange = len(d.logs.Events("fleet.rejected")), 1
+	var conn net.Conn
+	var err error
+	if !waitUntil(func() bool { conn, err = net.Dial("unix", sock); return err == nil }) {
+		t.Fatalf("dialling %s: %v", sock, err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(waitLimit))
+	if _, err := io.WriteString(conn, crlf(req)); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return response{status: resp.StatusCode, reason: resp.Header.Get("X-Fleet-Reason"), header: resp.Header, body: string(body)}
+}
+
+// unixServeReq is a request as Serve sends it to a unix-socket backend for alice.
+const unixServeReq = "GET /c/alpha/ HTTP/1.1\nHost: localhost\nX-Forwarded-Host: " + tsName +
+	"\nX-Forwarded-For: " + aliceIP + "\nX-Forwarded-Proto: https\nTailscale-User-Login: " + alice + "\n\n"
+
+// TestUnixDoorForwardable_S5e: the unix-socket door is not reached by Tailscale SSH, so it is
+// served while SSH is on; but a raw TCP forward can name a unix socket, and while one names this
+// door's socket (however spelled), its /c/ requests are 401 tcp-forwardable.
+func TestUnixDoorForwardable_S5e(t *testing.T) {
+	d := startDoor(t)
+	sock := d.serveUnix(t)
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(filepath.Dir(sock), link); err != nil {
+		t.Fatal(err)
+	}
+	rows := []struct {
+		name   string
+		set    func(f *fakeTailnet)
+		status int
+		reason string
+	}{
+		{"S5e unix door, ssh off", func(f *fakeTailnet) {}, 200, ""},
+		{"S5e unix door, ssh on", func(f *fakeTailnet) { f.runSSH = true }, 200, ""},
+		{"S5e unix door, raw forward to the TCP door", func(f *fakeTailnet) { f.serve = tcpForward(d.addr) }, 200, ""},
+		{"S5e unix door, raw forward to another socket", func(f *fakeTailnet) { f.serve = tcpForward("unix:" + filepath.Join(filepath.Dir(sock), "other.sock")) }, 200, ""},
+		{"S5e unix door, Serve's HTTP proxy to it", func(f *fakeTailnet) {
+			f.serve = &ipn.ServeConfig{
+				TCP: map[uint16]*ipn.TCPPortHandler{443: {HTTPS: true}},
+				Web: map[ipn.HostPort]*ipn.WebServerConfig{tsName + ":443": {Handlers: map[string]*ipn.HTTPHandler{"/": {Proxy: "unix:" + sock}}}},
+			}
+		}, 200, ""},
+		{"S5e unix door, raw forward to its socket", func(f *fakeTailnet) { f.serve = tcpForward("unix:" + sock) }, 401, "tcp-forwardable"},
+		{"S5e unix door, raw forward to its socket, uncleaned path", func(f *fakeTailnet) {
+			f.serve = tcpForward("unix:" + filepath.Dir(sock) + "/./" + filepath.Base(sock))
+		}, 401, "tcp-forwardable"},
+		{"S5e unix door, raw forward to its socket through a symlink", func(f *fakeTailnet) {
+			f.serve = tcpForward("unix:" + filepath.Join(link, filepath.Base(sock)))
+		}, 401, "tcp-forwardable"},
+		{"S5e unix door, raw forward to a relative path of its name", func(f *fakeTailnet) { f.serve = tcpForward("unix:" + filepath.Base(sock)) }, 401, "tcp-forwardable"},
+		{"S5e unix door, raw forward to its socket in a Service", func(f *fakeTailnet) {
+			f.serve = &ipn.ServeConfig{Services: map[tailcfg.ServiceName]*ipn.ServiceConfig{
+				"svc:fleet": {TCP: map[uint16]*ipn.TCPPortHandler{443: {TCPForward: "unix:" + sock, TerminateTLS: "fleet." + tsName}}}}}
+		}, 401, "tcp-forwardable"},
+		{"S5e unix door, prefs unknown", func(f *fakeTailnet) { f.prefsDown = true }, 401, "unverified"},
+		{"S5e unix door, serve-config unknown", func(f *fakeTailnet) { f.serveDown = true }, 401, "unverified"},
+	}
+	for _, row := range rows {
+		t.Run(row.name, func(t *testing.T) {
+			d.setTailscaled(t, func(f *fakeTailnet) {
+				f.runSSH, f.serve, f.prefsDown, f.serveDown = false, nil, false, false
+				row.set(f)
+			})
+			before := d.alpha.count()
+			r := d.rawUnix(t, sock, unixServeReq)
+			if row.status == 200 {
+				d.wantForwarded(t, r, before, alice, "/")
+				return
+			}
+			d.wantRefused(t, r, before, row.status, row.reason)
+			if row.reason == "tcp-forwardable" && !strings.Contains(r.body, "tailscale serve unix:") {
+				t.Errorf("the page does not name the fix: %q", r.body)
+			}
+		})
+	}
+}
+
+// TestForwardTargets_S5e: which TCPForward targets may reach the TCP door on port 7420.
+func TestForwardTargets_S5e(t *testing.T) {
+	for target, want := range map[string]bool{
+		"127.0.0.1:7420": true, "localhost:7420": true, "[::1]:7420": true, "127.1.2.3:7420": true,
+		"0.0.0.0:7420": true, "[::]:7420": true, ":7420": true, "[::ffff:127.0.0.1]:7420": true,
+		"LOCALHOST:7420": true, "box.example:7420": true, "127.0.0.1:07420": true,
+		"nonsense": true, "127.0.0.1:no-such-service": true,
+		"127.0.0.1:7421": false, "192.0.2.1:7420": false, "[fd7a:115c:a1e0::1]:7420": false,
+		"unix:/run/fleet.sock": false,
+	} {
+		if got := tcpTargetReaches(target, 7420); got != want {
+			t.Errorf("S5e target %q: reaches 7420 = %v, want %v", target, got, want)
+		}
+	}
+}
+
+// gatedAPI counts LocalAPI calls; WhoIs of a bare address waits until release is closed.
+type gatedAPI struct {
+	LocalAPI
+	release chan struct{}
+
+	mu                   sync.Mutex
+	bare, conns, statuss int
+}
+
+func (g *gatedAPI) WhoIs(ctx context.Context, addr string) (*apitype.WhoIsResponse, error) {
+	if _, err := netip.ParseAddrPort(addr); err == nil {
+		resp, err := g.LocalAPI.WhoIs(ctx, addr)
+		g.mu.Lock()
+		g.conns++
+		g.mu.Unlock()
+		return resp, err
+	}
+	g.mu.Lock()
+	g.bare++
+	g.mu.Unlock()
+	<-g.release
+	return g.LocalAPI.WhoIs(ctx, addr)
+}
+
+func (g *gatedAPI) StatusWithoutPeers(ctx context.Context) (*ipnstate.Status, error) {
+	g.mu.Lock()
+	g.statuss++
+	g.mu.Unlock()
+	return g.LocalAPI.StatusWithoutPeers(ctx)
+}
+
+func (g *gatedAPI) counts() (bare, conns, statuss int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.bare, g.conns, g.statuss
+}
+
+// TestParallelFirstRequestsShareLookups_S11: 20 parallel first requests of one caller make one
+// WhoIs of its address and one status call, not one each.
+func TestParallelFirstRequestsShareLookups_S11(t *testing.T) {
+	const n = 20
+	g := &gatedAPI{release: make(chan struct{})}
+	d := startDoor(t, func(c *Config) { g.LocalAPI = c.LocalAPI; c.LocalAPI = g })
+	var wg sync.WaitGroup
+	statuses := make([]int, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			conn, err := net.Dial("tcp", d.addr)
+			if err != nil {
+				return
+			}
+			defer conn.Close()
+			conn.SetDeadline(time.Now().Add(waitLimit))
+			io.WriteString(conn, crlf(serveReq("GET", "/c/alpha/")))
+			if resp, err := http.ReadResponse(bufio.NewReader(conn), nil); err == nil {
+				statuses[i] = resp.StatusCode
+				resp.Body.Close()
+			}
+		}()
+	}
+	// Let the callers' WhoIs go once every connection has been judged (S5a/b), so that all 20
+	// requests are on their way to it together.
+	waitUntil(func() bool { _, conns, _ := g.counts(); return conns == n })
+	close(g.release)
+	wg.Wait()
+	for i, st := range statuses {
+		if st != 200 {
+			t.Errorf("request %d: %d, want 200", i, st)
+		}
+	}
+	if bare, _, statuss := g.counts(); bare != 1 || statuss != 1 {
+		t.Errorf("%d WhoIs calls of the caller's address and %d status calls for %d parallel first requests, want 1 and 1", bare, statuss, n)
+	}
+}
+
+// TestPeerLookupsBounded_S9: the peer-uid lookups of accepted connections are bounded; a
+// connection that finds no free slot in time is refused 401 unverified, never forwarded.
+func TestPeerLookupsBounded_S9(t *testing.T) {
+	d := startDoor(t)
+	for range cap(d.srv.verifier.lookups) {
+		d.srv.verifier.lookups <- struct{}{} // every slot taken
+	}
+	before := d.alpha.count()
+	r := d.raw(serveReq("GET", "/c/alpha/"))
+	d.wantRefused(t, r, before, 401, "unverified")
+	if !strings.Contains(r.body, "too many connections") {
+		t.Errorf("the page does not say why: %q", r.body)
+	}
+	for range cap(d.srv.verifier.lookups) {
+		<-d.srv.verifier.lookups
+	}
+	before = d.alpha.count()
+	d.wantForwarded(t, d.raw(serveReq("GET", "/c/alpha/")), before, alice, "/")
+}
+
+// waitUntil checks cond until it holds, for at most waitLimit.
+func waitUntil(cond func() bool) bool {
+	deadline := time.Now().Add(waitLimit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return true
 }

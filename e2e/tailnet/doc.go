@@ -16,6 +16,10 @@
 // recognises one test connection's ip:port as a tailnet peer — the answer real tailscaled gives
 // with --tun=userspace-networking.
 //
+// S5e is proven with a raw TCP forward in sup's Serve config (TCPForward to fleet's port): alice
+// writes bob's address in X-Forwarded-For through it, and fleet must refuse (401 tcp-forwardable)
+// every /c/ request while the forward exists, Serve's own included, and serve again once it is gone.
+//
 // The package holds only tests; it lives apart so that the rest of `go test ./...` stays fast and
 // runs beside it. Its cold build (tsnet + testcontrol) takes minutes on two cores; once built, the
 // tailnet is up in about a second.
