@@ -157,10 +157,15 @@ func (w *forwardWatch) loop(stop <-chan struct{}) {
 	}
 }
 
-// poll asks tailscaled once (one call at a time, however many ask) and records the answer.
+// poll asks tailscaled once (one call at a time, however many ask) and records the answer. A
+// call given up by every caller that waited for it records nothing: a client that hangs up must
+// not make fleet forget what it knew.
 func (w *forwardWatch) poll(ctx context.Context) {
 	<-w.flight.DoChanContext(ctx, "poll", func(ctx context.Context) (struct{}, error) {
-		w.record(w.ask(ctx))
+		v := w.ask(ctx)
+		if ctx.Err() == nil {
+			w.record(v)
+		}
 		return struct{}{}, nil
 	})
 }
