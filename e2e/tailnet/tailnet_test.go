@@ -85,7 +85,9 @@ func startControl(t *testing.T, done *atomic.Bool) string {
 		DNSConfig:      &tailcfg.DNSConfig{Proxied: true},
 		MagicDNSDomain: magicDNSDomain,
 		TagOwners:      map[string][]string{robotTag: nil},
-		Logf:           logf(t, done, "control: "),
+		// Lets a node turn Tailscale SSH on (S5e); the empty policy lets no SSH login in.
+		SSHPolicy: &tailcfg.SSHPolicy{},
+		Logf:      logf(t, done, "control: "),
 	}
 	control.HTTPTestServer = httptest.NewUnstartedServer(control)
 	control.HTTPTestServer.Start()
@@ -656,6 +658,26 @@ func TestTailnet(t *testing.T) {
 		restored = true
 		f.waitReason(t, f.alice, "/c/alpha/s5e/wait-served", "")
 		path = "/c/alpha/s5e/served-again"
+		f.forwarded(t, f.mustDo(t, f.alice, "GET", path), path, f.alice.login, f.alice.ip)
+	})
+
+	t.Run("S5e_tailscale_ssh_on_refused", func(t *testing.T) {
+		// With Tailscale SSH on, any SSH login can forward a port to fleet's (ssh -L) and write
+		// any request: the TCP door refuses every /c/ request until SSH is off again.
+		if _, err := f.sup.lc.EditPrefs(f.ctx, &ipn.MaskedPrefs{RunSSHSet: true, Prefs: ipn.Prefs{RunSSH: true}}); err != nil {
+			t.Skipf("tsnet does not turn Tailscale SSH on here: %v", err)
+		}
+		off := func() {
+			f.sup.lc.EditPrefs(f.ctx, &ipn.MaskedPrefs{RunSSHSet: true, Prefs: ipn.Prefs{RunSSH: false}})
+		}
+		t.Cleanup(off)
+		f.waitReason(t, f.alice, "/c/alpha/s5e/ssh-wait-refused", "tcp-forwardable")
+		path := "/c/alpha/s5e/ssh-on"
+		wantRefused(t, f.mustDo(t, f.alice, "GET", path), http.StatusUnauthorized, "tcp-forwardable")
+		f.notForwarded(t, path)
+		off()
+		f.waitReason(t, f.alice, "/c/alpha/s5e/ssh-wait-served", "")
+		path = "/c/alpha/s5e/ssh-off"
 		f.forwarded(t, f.mustDo(t, f.alice, "GET", path), path, f.alice.login, f.alice.ip)
 	})
 
