@@ -267,7 +267,7 @@ func (w *forwardWatch) judgeConn(ctx context.Context, door doorKey, epoch uint64
 		return ds.now
 	case ds.dirtyAt >= epoch:
 		return proxy.Refuse(http.StatusUnauthorized, ds.dirty.Reason,
-			"this connection was opened before fleet last saw this door safe, so it is closed; a new one is judged afresh. Then: "+ds.dirty.Detail)
+			"this connection was opened before fleet last saw this door safe, so it is closed (a new connection is judged afresh). What fleet saw: "+ds.dirty.Detail)
 	}
 	return nil
 }
