@@ -88,7 +88,7 @@ func serveConfig(port uint16, http bool, mount, proxy string) *ipn.ServeConfig {
 // supervisor.addr. It returns the port.
 func startSupervisor(t *testing.T, home string) int {
 	t.Helper()
-	srv, err := supervisor.New(supervisor.Config{StateHome: home, LocalAPI: &fakeTailscaled{status: &ipnstate.Status{TUN: true}},
+	srv, err := supervisor.New(supervisor.Config{StateHome: home, LocalAPI: supervisorAPI{&fakeTailscaled{status: &ipnstate.Status{TUN: true}}},
 		TailscaledUID: os.Getuid(), Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
@@ -386,7 +386,7 @@ func TestSupervisor(t *testing.T) {
 	t.Run("unix socket answering", func(t *testing.T) {
 		home := newHome(t)
 		port := startSupervisor(t, home)
-		srv, err := supervisor.New(supervisor.Config{StateHome: home, LocalAPI: &fakeTailscaled{status: &ipnstate.Status{TUN: true}},
+		srv, err := supervisor.New(supervisor.Config{StateHome: home, LocalAPI: supervisorAPI{&fakeTailscaled{status: &ipnstate.Status{TUN: true}}},
 			TailscaledUID: os.Getuid(), Logger: quiet})
 		if err != nil {
 			t.Fatal(err)

@@ -8,7 +8,9 @@
 //     tailscaled's uid, tailscaled does not recognise the connection itself as a tailnet peer (no
 //     netstack forward), X-Forwarded-For holds exactly one Tailscale address whose WhoIs names a
 //     user (not a tagged node, not Funnel), and a Tailscale-User-Login that Serve set agrees with
-//     WhoIs. The login asserted is WhoIs's, never the caller's word.
+//     WhoIs. The login asserted is WhoIs's, never the caller's word. And (S5e) while tailscaled
+//     could carry a peer's own bytes to the door — Tailscale SSH on, or a raw Serve TCP forward
+//     to it — nothing on that door is verified (401 tcp-forwardable; forwards.go).
 //   - S8: the registry API /fleet/v1/consoles (bearer, local only) and consoles.json.
 //   - S10: Host admission, before anything else.
 //   - S11: one fleet.rejected JSON log line per refusal.

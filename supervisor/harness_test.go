@@ -24,6 +24,7 @@ import (
 	"github.com/phase-console/fleet/internal/testlog"
 	"tailscale.com/client/local"
 	"tailscale.com/client/tailscale/apitype"
+	"tailscale.com/ipn"
 	"tailscale.com/ipn/ipnstate"
 	"tailscale.com/tailcfg"
 )
@@ -48,6 +49,12 @@ type fakeTailnet struct {
 	tun      bool
 	down     bool
 	whoisLog []string
+
+	// S5e: tailscaled's prefs and Serve config (default: no Tailscale SSH, no raw forward);
+	// prefsDown and serveDown make just that call fail.
+	runSSH               bool
+	serve                *ipn.ServeConfig
+	prefsDown, serveDown bool
 }
 
 type fakePeer struct {
@@ -97,6 +104,18 @@ func (f *fakeTailnet) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			n.Tags = []string{"tag:ci"}
 		}
 		json.NewEncoder(w).Encode(&apitype.WhoIsResponse{Node: n, UserProfile: &tailcfg.UserProfile{LoginName: p.login}})
+	case "/localapi/v0/prefs":
+		if f.prefsDown {
+			http.Error(w, "prefs unavailable", http.StatusInternalServerError)
+			return
+		}
+		json.NewEncoder(w).Encode(&ipn.Prefs{RunSSH: f.runSSH})
+	case "/localapi/v0/serve-config":
+		if f.serveDown {
+			http.Error(w, "serve config unavailable", http.StatusInternalServerError)
+			return
+		}
+		json.NewEncoder(w).Encode(f.serve)
 	case "/localapi/v0/status":
 		json.NewEncoder(w).Encode(&ipnstate.Status{
 			Version:      "1.102.5",

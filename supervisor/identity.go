@@ -17,8 +17,10 @@ import (
 	"github.com/phase-console/fleet/proxy"
 	"tailscale.com/client/local"
 	"tailscale.com/client/tailscale/apitype"
+	"tailscale.com/ipn"
 	"tailscale.com/ipn/ipnstate"
 	"tailscale.com/net/tsaddr"
+	"tailscale.com/util/singleflight"
 )
 
 // LocalAPI is the part of tailscaled's LocalAPI that the supervisor uses. *local.Client satisfies
@@ -26,6 +28,10 @@ import (
 type LocalAPI interface {
 	WhoIs(ctx context.Context, addr string) (*apitype.WhoIsResponse, error)
 	StatusWithoutPeers(ctx context.Context) (*ipnstate.Status, error)
+	// GetPrefs and GetServeConfig tell whether tailscaled can carry a peer's raw bytes to a
+	// door (Tailscale SSH, raw TCP forwards: SPEC S5e).
+	GetPrefs(ctx context.Context) (*ipn.Prefs, error)
+	GetServeConfig(ctx context.Context) (*ipn.ServeConfig, error)
 }
 
 // whoIsTTL is how long a WhoIs answer for an address is reused (SPEC S5: "a few seconds").
@@ -43,12 +49,26 @@ const overflowUID = 65534
 // localAPITimeout bounds one LocalAPI call. WhoIs of an unknown ip:port takes ~360 ms in tailscaled.
 const localAPITimeout = 3 * time.Second
 
+// maxPeerLookups bounds how many connections' peer uids are looked up at once (SPEC S9: each
+// accepted connection would otherwise start its own lookup, however many arrive).
+const maxPeerLookups = 32
+
+// peerLookupWait is how long a connection's first request waits for a free lookup slot when
+// all are taken; then it is refused (401 unverified), never forwarded.
+const peerLookupWait = 2 * time.Second
+
 // A verifier answers SPEC S5: is this request from a tailnet user, through Serve, and who?
 type verifier struct {
 	api           LocalAPI
 	tailscaledUID func() (uint32, error) // resolved lazily so a tailscaled started later is found
 	now           func() time.Time
-	apiHint       string // what to tell the operator when the LocalAPI does not answer
+	apiHint       string        // what to tell the operator when the LocalAPI does not answer
+	forwards      *forwardWatch // SPEC S5e
+	lookups       chan struct{} // peer-uid lookup slots (maxPeerLookups)
+
+	// One LocalAPI call at a time per question: parallel first requests share its answer.
+	whoisFlight  singleflight.Group[string, whoIsEntry]
+	statusFlight singleflight.Group[string, *ipnstate.Status]
 
 	mu     sync.Mutex
 	whois  map[string]whoIsEntry
@@ -66,8 +86,10 @@ type whoIsEntry struct {
 // connection, so they are judged once (on its first request that needs them) and kept.
 type connFacts struct {
 	local, remote netip.AddrPort
-	peerUID       func() (uint32, error)
-	viaUnix       bool // a unix-socket listener: no netstack forward can reach it
+	peerUID       func(context.Context) (uint32, error)
+	viaUnix       bool    // a unix-socket listener: no netstack forward can reach it
+	door          doorKey // which door accepted it (S5e)
+	epoch         uint64  // the forward watch's answers recorded when it was accepted (S5e)
 
 	once sync.Once
 	ref  *proxy.Refusal
@@ -77,8 +99,10 @@ type connFactsKey struct{}
 
 // connContext attaches connFacts to every accepted connection (http.Server.ConnContext). The
 // peer's uid is looked up at once, in the background, while the connection surely still holds its
-// addresses (peercred.ConnPeerUID also checks that it does); its first request waits for it.
-func connContext(ctx context.Context, c net.Conn) context.Context {
+// addresses (peercred.ConnPeerUID also checks that it does); its first request waits for it. At
+// most maxPeerLookups run at once: past that, the connection's first request looks its peer up
+// itself when a slot frees, or is refused after peerLookupWait.
+func (v *verifier) connContext(ctx context.Context, c net.Conn) context.Context {
 	f := &connFacts{}
 	switch c := c.(type) {
 	case *net.TCPConn:
@@ -87,16 +111,40 @@ func connContext(ctx context.Context, c net.Conn) context.Context {
 	case *net.UnixConn:
 		f.viaUnix = true
 	}
-	done := make(chan struct{})
+	f.door, _ = doorKeyOf(c.LocalAddr())
+	f.epoch = v.forwards.epochNow()
 	var uid uint32
 	var err error
-	go func() {
-		defer close(done)
-		uid, err = peercred.ConnPeerUID(c)
-	}()
-	f.peerUID = func() (uint32, error) {
-		<-done
-		return uid, err
+	select {
+	case v.lookups <- struct{}{}:
+		done := make(chan struct{})
+		go func() {
+			defer func() { <-v.lookups }()
+			defer close(done)
+			uid, err = peercred.ConnPeerUID(c)
+		}()
+		f.peerUID = func(context.Context) (uint32, error) {
+			<-done
+			return uid, err
+		}
+	default:
+		var once sync.Once
+		f.peerUID = func(ctx context.Context) (uint32, error) {
+			once.Do(func() {
+				t := time.NewTimer(peerLookupWait)
+				defer t.Stop()
+				select {
+				case v.lookups <- struct{}{}:
+					defer func() { <-v.lookups }()
+					uid, err = peercred.ConnPeerUID(c)
+				case <-t.C:
+					err = errors.New("too many connections are being judged at once")
+				case <-ctx.Done():
+					err = ctx.Err()
+				}
+			})
+			return uid, err
+		}
 	}
 	return context.WithValue(ctx, connFactsKey{}, f)
 }
@@ -128,6 +176,10 @@ func (v *verifier) verify(r *http.Request) (caller, *proxy.Refusal) {
 	facts.once.Do(func() { facts.ref = v.judgeConn(ctx, facts) })
 	if facts.ref != nil {
 		return caller{}, facts.ref
+	}
+	// S5e: a door that tailscaled can carry a peer's raw bytes to proves nothing by its uid.
+	if ref := v.forwards.judgeConn(ctx, facts.door, facts.epoch); ref != nil {
+		return caller{}, ref
 	}
 
 	// S5c: Funnel traffic is never a tailnet user.
@@ -194,7 +246,7 @@ func (v *verifier) judgeConn(ctx context.Context, f *connFacts) *proxy.Refusal {
 		// uid cannot tell tailscaled from anyone else.
 		return unverified("tailscaled's uid shows as 65534 (nobody): run tailscaled as root or fleet outside a user namespace")
 	}
-	got, err := f.peerUID()
+	got, err := f.peerUID(ctx)
 	if err != nil {
 		return unverified("cannot tell who opened the connection: " + err.Error())
 	}
@@ -230,24 +282,33 @@ func (v *verifier) apiDown(err error) *proxy.Refusal {
 }
 
 func (v *verifier) whoIs(ctx context.Context, addr string) (*apitype.WhoIsResponse, *proxy.Refusal) {
-	now := v.now()
-	v.mu.Lock()
-	e, ok := v.whois[addr]
-	v.mu.Unlock()
-	if !ok || now.After(e.expires) {
-		wctx, cancel := context.WithTimeout(ctx, localAPITimeout)
-		resp, err := v.api.WhoIs(wctx, addr)
-		cancel()
-		if err != nil && !errors.Is(err, local.ErrPeerNotFound) {
-			return nil, v.apiDown(err)
+	e, ok := v.cachedWhoIs(addr)
+	if !ok {
+		res := <-v.whoisFlight.DoChanContext(ctx, addr, func(ctx context.Context) (whoIsEntry, error) {
+			// A call that finished just before this one began has filled the cache.
+			if e, ok := v.cachedWhoIs(addr); ok {
+				return e, nil
+			}
+			now := v.now()
+			wctx, cancel := context.WithTimeout(ctx, localAPITimeout)
+			defer cancel()
+			resp, err := v.api.WhoIs(wctx, addr)
+			if err != nil && !errors.Is(err, local.ErrPeerNotFound) {
+				return whoIsEntry{}, err
+			}
+			e := whoIsEntry{resp: resp, err: err, expires: now.Add(whoIsTTL)}
+			v.mu.Lock()
+			if len(v.whois) >= maxWhoIsCache {
+				v.whois = make(map[string]whoIsEntry)
+			}
+			v.whois[addr] = e
+			v.mu.Unlock()
+			return e, nil
+		})
+		if res.Err != nil {
+			return nil, v.apiDown(res.Err)
 		}
-		e = whoIsEntry{resp: resp, err: err, expires: now.Add(whoIsTTL)}
-		v.mu.Lock()
-		if len(v.whois) >= maxWhoIsCache {
-			v.whois = make(map[string]whoIsEntry)
-		}
-		v.whois[addr] = e
-		v.mu.Unlock()
+		e = res.Val
 	}
 	if e.err != nil || e.resp == nil {
 		return nil, unverified("tailscaled does not know the caller's address")
@@ -255,23 +316,48 @@ func (v *verifier) whoIs(ctx context.Context, addr string) (*apitype.WhoIsRespon
 	return e.resp, nil
 }
 
-// tailscaleStatus returns tailscaled's status, cached for statusTTL.
-func (v *verifier) tailscaleStatus(ctx context.Context) (*ipnstate.Status, *proxy.Refusal) {
+// cachedWhoIs returns the cached WhoIs answer for addr while it is fresh.
+func (v *verifier) cachedWhoIs(addr string) (whoIsEntry, bool) {
 	now := v.now()
 	v.mu.Lock()
-	st, at := v.status, v.statAt
-	v.mu.Unlock()
-	if st != nil && now.Sub(at) < statusTTL {
+	defer v.mu.Unlock()
+	e, ok := v.whois[addr]
+	return e, ok && !now.After(e.expires)
+}
+
+// tailscaleStatus returns tailscaled's status, cached for statusTTL.
+func (v *verifier) tailscaleStatus(ctx context.Context) (*ipnstate.Status, *proxy.Refusal) {
+	if st, ok := v.cachedStatus(); ok {
 		return st, nil
 	}
-	sctx, cancel := context.WithTimeout(ctx, localAPITimeout)
-	defer cancel()
-	st, err := v.api.StatusWithoutPeers(sctx)
-	if err != nil {
-		return nil, v.apiDown(err)
+	res := <-v.statusFlight.DoChanContext(ctx, "status", func(ctx context.Context) (*ipnstate.Status, error) {
+		if st, ok := v.cachedStatus(); ok {
+			return st, nil
+		}
+		now := v.now()
+		sctx, cancel := context.WithTimeout(ctx, localAPITimeout)
+		defer cancel()
+		st, err := v.api.StatusWithoutPeers(sctx)
+		if err == nil && st == nil {
+			err = errors.New("no status")
+		}
+		if err != nil {
+			return nil, err
+		}
+		v.mu.Lock()
+		v.status, v.statAt = st, now
+		v.mu.Unlock()
+		return st, nil
+	})
+	if res.Err != nil {
+		return nil, v.apiDown(res.Err)
 	}
+	return res.Val, nil
+}
+
+func (v *verifier) cachedStatus() (*ipnstate.Status, bool) {
+	now := v.now()
 	v.mu.Lock()
-	v.status, v.statAt = st, now
-	v.mu.Unlock()
-	return st, nil
+	defer v.mu.Unlock()
+	return v.status, v.status != nil && now.Sub(v.statAt) < statusTTL
 }

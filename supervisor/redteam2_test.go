@@ -31,6 +31,7 @@ import (
 	"github.com/phase-console/fleet/internal/otheruser"
 	"github.com/phase-console/fleet/internal/peercred"
 	"tailscale.com/client/tailscale/apitype"
+	"tailscale.com/ipn"
 	"tailscale.com/ipn/ipnstate"
 )
 
@@ -449,6 +450,12 @@ func (g *rt2GateAPI) arm() { g.mu.Lock(); g.armed = true; g.mu.Unlock() }
 
 func (g *rt2GateAPI) WhoIs(ctx context.Context, addr string) (*apitype.WhoIsResponse, error) {
 	return g.inner.WhoIs(ctx, addr)
+}
+
+func (g *rt2GateAPI) GetPrefs(ctx context.Context) (*ipn.Prefs, error) { return g.inner.GetPrefs(ctx) }
+
+func (g *rt2GateAPI) GetServeConfig(ctx context.Context) (*ipn.ServeConfig, error) {
+	return g.inner.GetServeConfig(ctx)
 }
 
 func (g *rt2GateAPI) StatusWithoutPeers(ctx context.Context) (*ipnstate.Status, error) {

@@ -119,6 +119,8 @@ func New(cfg Config) (*Server, error) {
 		now:           cfg.Now,
 		apiHint:       fmt.Sprintf("is tailscaled running? Check with 'tailscale status' (socket %s, --tailscale-socket)", cfg.TailscaleSocket),
 		whois:         map[string]whoIsEntry{},
+		forwards:      newForwardWatch(cfg.LocalAPI, cfg.Now),
+		lookups:       make(chan struct{}, maxPeerLookups),
 	}
 	// The fleet token rides on every hop: only a console run by this same user may receive it,
 	// never a process of someone else that took a dead console's port.
@@ -141,7 +143,7 @@ func (s *Server) newHTTPServer(h http.Handler) *http.Server {
 		ReadHeaderTimeout: ReadHeaderTimeout,
 		IdleTimeout:       IdleTimeout,
 		MaxHeaderBytes:    readLimitHeaderBytes,
-		ConnContext:       connContext,
+		ConnContext:       s.verifier.connContext,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
 }
@@ -179,6 +181,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		})
 		go s.probeLoop()
 	})
+	s.verifier.forwards.watch(ln.Addr(), s.stop) // S5e, before the first connection is accepted
 	return s.httpSrv.Serve(ln)
 }
 

@@ -19,6 +19,11 @@ package supervisor
 // Origin check and the hop then see what they see on the TCP door. A request from any other peer
 // keeps its Host.
 //
+// Tailscale SSH does not reach this door (it forwards unix sockets only below the login's home,
+// /tmp and /run/user/<uid>, and the socket's folder is private), so it is served while SSH is on.
+// A raw Serve forward can name a unix socket, though (TCPForward "unix:PATH"): while one names
+// this socket, its /c/ requests are 401 tcp-forwardable (SPEC S5e, forwards.go).
+//
 // The TCP door keeps running beside it (consoles register on 127.0.0.1:<port> and find it in
 // supervisor.addr); the TCP door also runs the background work (token follower, console probes).
 
@@ -151,6 +156,7 @@ func (s *Server) ServeUnixListener(ln *net.UnixListener) error {
 		case <-done:
 		}
 	}()
+	s.verifier.forwards.watch(ln.Addr(), s.stop) // S5e, before the first connection is accepted
 	s.log.Info("fleet.listening", "socket", ln.Addr().String(), "state", s.cfg.StateHome)
 	return srv.Serve(ln)
 }

@@ -19,6 +19,7 @@ import (
 
 	"tailscale.com/client/local"
 	"tailscale.com/client/tailscale/apitype"
+	"tailscale.com/ipn"
 	"tailscale.com/ipn/ipnstate"
 	"tailscale.com/tailcfg"
 )
@@ -26,8 +27,10 @@ import (
 // uxFakeAPI is a LocalAPI that knows one tailnet user and this machine's name, and records
 // every WhoIs it is asked.
 type uxFakeAPI struct {
-	mu    sync.Mutex
-	asked []string
+	mu     sync.Mutex
+	asked  []string
+	runSSH bool
+	serve  *ipn.ServeConfig
 }
 
 const (
@@ -56,6 +59,23 @@ func (f *uxFakeAPI) StatusWithoutPeers(ctx context.Context) (*ipnstate.Status, e
 		Self:         &ipnstate.PeerStatus{DNSName: uxSupName + "."},
 		TailscaleIPs: []netip.Addr{netip.MustParseAddr("100.64.0.1")},
 	}, nil
+}
+
+// GetPrefs and GetServeConfig say what tailscaled says by default: no Tailscale SSH, and the
+// socket published by Serve's HTTP proxy (no raw forward), unless a test sets them.
+func (f *uxFakeAPI) GetPrefs(ctx context.Context) (*ipn.Prefs, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return &ipn.Prefs{RunSSH: f.runSSH}, nil
+}
+
+func (f *uxFakeAPI) GetServeConfig(ctx context.Context) (*ipn.ServeConfig, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.serve == nil {
+		return new(ipn.ServeConfig), nil
+	}
+	return f.serve, nil
 }
 
 func (f *uxFakeAPI) whoIsAsked() []string {

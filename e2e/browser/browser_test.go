@@ -28,6 +28,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"tailscale.com/client/local"
 	"tailscale.com/client/tailscale/apitype"
+	"tailscale.com/ipn"
 	"tailscale.com/ipn/ipnstate"
 	"tailscale.com/tailcfg"
 
@@ -382,6 +383,10 @@ func fakeLocalAPI(w http.ResponseWriter, r *http.Request) {
 			TailscaleIPs: []netip.Addr{netip.MustParseAddr(selfIP)},
 			Self:         &ipnstate.PeerStatus{DNSName: tsName + ".", HostName: "sup"},
 		})
+	case "/localapi/v0/prefs": // S5e: no Tailscale SSH
+		json.NewEncoder(w).Encode(&ipn.Prefs{})
+	case "/localapi/v0/serve-config": // S5e: no raw TCP forward
+		json.NewEncoder(w).Encode(&ipn.ServeConfig{})
 	default:
 		http.NotFound(w, r)
 	}

@@ -16,6 +16,12 @@
 // recognises one test connection's ip:port as a tailnet peer — the answer real tailscaled gives
 // with --tun=userspace-networking.
 //
+// S5e is proven twice on the TCP door: with Tailscale SSH turned on in sup's prefs (testcontrol
+// sends an SSH policy that lets nobody in, so the pref can be set), and with a raw TCP forward in
+// sup's Serve config (TCPForward to fleet's port) through which alice writes bob's address in
+// X-Forwarded-For. fleet must refuse (401 tcp-forwardable) every /c/ request meanwhile, Serve's
+// own included, and serve again once SSH is off or the forward is gone.
+//
 // The package holds only tests; it lives apart so that the rest of `go test ./...` stays fast and
 // runs beside it. Its cold build (tsnet + testcontrol) takes minutes on two cores; once built, the
 // tailnet is up in about a second.

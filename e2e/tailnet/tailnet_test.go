@@ -85,7 +85,9 @@ func startControl(t *testing.T, done *atomic.Bool) string {
 		DNSConfig:      &tailcfg.DNSConfig{Proxied: true},
 		MagicDNSDomain: magicDNSDomain,
 		TagOwners:      map[string][]string{robotTag: nil},
-		Logf:           logf(t, done, "control: "),
+		// Lets a node turn Tailscale SSH on (S5e); the empty policy lets no SSH login in.
+		SSHPolicy: &tailcfg.SSHPolicy{},
+		Logf:      logf(t, done, "control: "),
 	}
 	control.HTTPTestServer = httptest.NewUnstartedServer(control)
 	control.HTTPTestServer.Start()
@@ -417,6 +419,52 @@ func (f *fixture) forwarded(t *testing.T, resp *http.Response, path, login strin
 	return s
 }
 
+// waitReason repeats a GET from n through Serve until fleet answers it with reason ("": the
+// console answered), for at most 20 s. Only the last answer matters: fleet reflects a change of
+// tailscaled's Serve config within 5 s, not at once.
+func (f *fixture) waitReason(t *testing.T, n *node, path, reason string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(f.ctx, 20*time.Second)
+	defer cancel()
+	for {
+		resp, err := f.get(n, path, nil)
+		if err == nil {
+			got := resp.Header.Get("X-Fleet-Reason")
+			if got == reason && (reason != "" || resp.Header.Get("X-Echo") == "alpha") {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s from %s never answered with reason %q: %v (last: %v)", path, n.name, reason, ctx.Err(), err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// throughForward opens a connection from n to sup's port (a raw TCP forward in Serve), writes
+// req as it is, and returns the status and reason of the answer.
+func (f *fixture) throughForward(t *testing.T, n *node, port uint16, req string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(f.ctx, 20*time.Second)
+	defer cancel()
+	c, err := n.srv.Dial(ctx, "tcp", netip.AddrPortFrom(f.sup.ip, port).String())
+	if err != nil {
+		t.Fatalf("dialling sup:%d from %s: %v", port, n.name, err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	if _, err := io.WriteString(c, req); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("reading the answer through the forward: %v", err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode, resp.Header.Get("X-Fleet-Reason")
+}
+
 func (f *fixture) notForwarded(t *testing.T, path string) {
 	t.Helper()
 	if got := f.console.at(strings.TrimPrefix(path, "/c/alpha")); len(got) != 0 {
@@ -564,6 +612,73 @@ func TestTailnet(t *testing.T) {
 		if got := f.console.at(strings.TrimPrefix(path, "/c/alpha")); len(got) != 1 || got[0].header.Get(proxy.HeaderFleetLogin) != f.alice.login {
 			t.Fatalf("control: the console saw %v", got)
 		}
+	})
+
+	t.Run("S5e_raw_tcp_forward_refused", func(t *testing.T) {
+		// A raw TCP forward (`tailscale serve --tcp=8022 tcp://127.0.0.1:<fleet port>`) is dialled
+		// by tailscaled (here: this process, tsnet) like Serve's own proxy, but carries the bytes
+		// a peer wrote. Through it alice claims to be bob with X-Forwarded-For; fleet must refuse
+		// every /c/ request on the TCP door while the forward exists, and serve again once it
+		// is gone.
+		const fwdPort = 8022
+		withForward := f.serveConfig()
+		withForward.TCP[fwdPort] = &ipn.TCPPortHandler{TCPForward: "127.0.0.1:" + strconv.Itoa(f.port)}
+		if err := f.sup.lc.SetServeConfig(f.ctx, withForward); err != nil {
+			t.Fatal(err)
+		}
+		restored := false
+		t.Cleanup(func() {
+			if !restored {
+				f.sup.lc.SetServeConfig(f.ctx, f.serveConfig())
+			}
+		})
+
+		// fleet learns the Serve config within 5 s: wait (bounded) until Serve's own requests are
+		// refused, then prove the forward itself is.
+		f.waitReason(t, f.alice, "/c/alpha/s5e/wait-refused", "tcp-forwardable")
+		path := "/c/alpha/s5e/serve-while-forward"
+		wantRefused(t, f.mustDo(t, f.alice, "GET", path), http.StatusUnauthorized, "tcp-forwardable")
+		f.notForwarded(t, path)
+
+		path = "/c/alpha/s5e/forged-bob"
+		st, reason := f.throughForward(t, f.alice, fwdPort,
+			fmt.Sprintf("GET %s HTTP/1.1\r\nHost: %s\r\nX-Forwarded-For: %s\r\nTailscale-User-Login: %s\r\nConnection: close\r\n\r\n",
+				path, f.supFQDN, f.bob.ip, f.bob.login))
+		if st != http.StatusUnauthorized || reason != "tcp-forwardable" {
+			t.Errorf("alice through the raw forward, claiming bob: %d %q, want 401 tcp-forwardable", st, reason)
+		}
+		if got := f.console.at(strings.TrimPrefix(path, "/c/alpha")); len(got) != 0 {
+			t.Fatalf("the console was told the caller is %q: a forged X-Forwarded-For through a raw forward got in", got[0].header.Get(proxy.HeaderFleetLogin))
+		}
+
+		// The forward removed: Serve's requests are served again (within the poll interval).
+		if err := f.sup.lc.SetServeConfig(f.ctx, f.serveConfig()); err != nil {
+			t.Fatal(err)
+		}
+		restored = true
+		f.waitReason(t, f.alice, "/c/alpha/s5e/wait-served", "")
+		path = "/c/alpha/s5e/served-again"
+		f.forwarded(t, f.mustDo(t, f.alice, "GET", path), path, f.alice.login, f.alice.ip)
+	})
+
+	t.Run("S5e_tailscale_ssh_on_refused", func(t *testing.T) {
+		// With Tailscale SSH on, any SSH login can forward a port to fleet's (ssh -L) and write
+		// any request: the TCP door refuses every /c/ request until SSH is off again.
+		if _, err := f.sup.lc.EditPrefs(f.ctx, &ipn.MaskedPrefs{RunSSHSet: true, Prefs: ipn.Prefs{RunSSH: true}}); err != nil {
+			t.Skipf("tsnet does not turn Tailscale SSH on here: %v", err)
+		}
+		off := func() {
+			f.sup.lc.EditPrefs(f.ctx, &ipn.MaskedPrefs{RunSSHSet: true, Prefs: ipn.Prefs{RunSSH: false}})
+		}
+		t.Cleanup(off)
+		f.waitReason(t, f.alice, "/c/alpha/s5e/ssh-wait-refused", "tcp-forwardable")
+		path := "/c/alpha/s5e/ssh-on"
+		wantRefused(t, f.mustDo(t, f.alice, "GET", path), http.StatusUnauthorized, "tcp-forwardable")
+		f.notForwarded(t, path)
+		off()
+		f.waitReason(t, f.alice, "/c/alpha/s5e/ssh-wait-served", "")
+		path = "/c/alpha/s5e/ssh-off"
+		f.forwarded(t, f.mustDo(t, f.alice, "GET", path), path, f.alice.login, f.alice.ip)
 	})
 
 	t.Run("doctor_healthy_serve_config", func(t *testing.T) {

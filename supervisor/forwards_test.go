@@ -1,0 +1,429 @@
+package supervisor
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"tailscale.com/client/tailscale/apitype"
+	"tailscale.com/ipn"
+	"tailscale.com/ipn/ipnstate"
+	"tailscale.com/tailcfg"
+)
+
+// setTailscaled changes what the fake tailscaled says about prefs and Serve, then drives one
+// poll of the forward watch, as the next tick would.
+func (d *door) setTailscaled(t *testing.T, fn func(f *fakeTailnet)) {
+	t.Helper()
+	d.tailnet.set(fn)
+	d.srv.verifier.forwards.poll(context.Background())
+}
+
+func (d *door) port() int {
+	_, p, _ := net.SplitHostPort(d.addr)
+	n, _ := strconv.Atoi(p)
+	return n
+}
+
+// tcpForward is a Serve config with one raw TCP forward on the node's port 8022 (what
+// `tailscale serve --tcp=8022 tcp://TARGET` stores).
+func tcpForward(target string) *ipn.ServeConfig {
+	return &ipn.ServeConfig{TCP: map[uint16]*ipn.TCPPortHandler{8022: {TCPForward: target}}}
+}
+
+// TestTCPForwardable_S5e: on the TCP door, every /c/ request is 401 tcp-forwardable while
+// tailscaled runs Tailscale SSH or forwards raw TCP to fleet's port, and 401 unverified while
+// fleet cannot tell; the page names the unix-socket door.
+func TestTCPForwardable_S5e(t *testing.T) {
+	d := startDoor(t)
+	port := strconv.Itoa(d.port())
+	other := strconv.Itoa(d.port()%60000 + 1)
+	rows := []struct {
+		name   string
+		set    func(f *fakeTailnet)
+		req    string
+		status int
+		reason string
+	}{
+		{"S5e ssh off, no forward", func(f *fakeTailnet) {}, serveReq("GET", "/c/alpha/"), 200, ""},
+		{"S5e ssh on", func(f *fakeTailnet) { f.runSSH = true }, serveReq("GET", "/c/alpha/"), 401, "tcp-forwardable"},
+		{"S5e ssh on, index page", func(f *fakeTailnet) { f.runSSH = true }, serveReq("GET", "/"), 401, "tcp-forwardable"},
+		{"S5e raw forward to 127.0.0.1:port", func(f *fakeTailnet) { f.serve = tcpForward("127.0.0.1:" + port) }, serveReq("GET", "/c/alpha/"), 401, "tcp-forwardable"},
+		{"S5e raw forward to localhost:port", func(f *fakeTailnet) { f.serve = tcpForward("localhost:" + port) }, serveReq("GET", "/c/alpha/"), 401, "tcp-forwardable"},
+		{"S5e raw forward to [::1]:port", func(f *fakeTailnet) { f.serve = tcpForward("[::1]:" + port) }, serveReq("GET", "/c/alpha/"), 401, "tcp-forwardable"},
+		{"S5e raw forward to 127.0.0.2:port", func(f *fakeTailnet) { f.serve = tcpForward("127.0.0.2:" + port) }, serveReq("GET", "/c/alpha/"), 401, "tcp-forwardable"},
+		{"S5e raw forward to 0.0.0.0:port", func(f *fakeTailnet) { f.serve = tcpForward("0.0.0.0:" + port) }, serveReq("GET", "/c/alpha/"), 401, "tcp-forwardable"},
+		{"S5e raw forward to :port", func(f *fakeTailnet) { f.serve = tcpForward(":" + port) }, serveReq("GET", "/c/alpha/"), 401, "tcp-forwardable"},
+		{"S5e raw forward to a name", func(f *fakeTailnet) { f.serve = tcpForward("sup.internal:" + port) }, serveReq("GET", "/c/alpha/"), 401, "tcp-forwardable"},
+		{"S5e tls-terminated raw forward", func(f *fakeTailnet) {
+			f.serve = tcpForward("127.0.0.1:" + port)
+			f.serve.TCP[8022].TerminateTLS = tsName
+		}, serveReq("GET", "/c/alpha/"), 401, "tcp-forwardable"},
+		{"S5e raw forward in a Service", func(f *fakeTailnet) {
+			f.serve = &ipn.ServeConfig{Services: map[tailcfg.ServiceName]*ipn.ServiceConfig{
+				"svc:db": {TCP: map[uint16]*ipn.TCPPortHandler{5432: {TCPForward: "127.0.0.1:" + port}}}}}
+		}, serveReq("GET", "/c/alpha/"), 401, "tcp-forwardable"},
+		{"S5e raw forward in a foreground session", func(f *fakeTailnet) {
+			f.serve = &ipn.ServeConfig{Foreground: map[string]*ipn.ServeConfig{"session-1": tcpForward("127.0.0.1:" + port)}}
+		}, serveReq("GET", "/c/alpha/"), 401, "tcp-forwardable"},
+		{"S5e raw forward to another port", func(f *fakeTailnet) { f.serve = tcpForward("127.0.0.1:" + other) }, serveReq("GET", "/c/alpha/"), 200, ""},
+		{"S5e raw forward to another machine", func(f *fakeTailnet) { f.serve = tcpForward("192.0.2.7:" + port) }, serveReq("GET", "/c/alpha/"), 200, ""},
+		{"S5e raw forward to a unix socket", func(f *fakeTailnet) { f.serve = tcpForward("unix:/run/db.sock") }, serveReq("GET", "/c/alpha/"), 200, ""},
+		{"S5e Serve's HTTP proxy to fleet", func(f *fakeTailnet) {
+			f.serve = &ipn.ServeConfig{
+				TCP: map[uint16]*ipn.TCPPortHandler{443: {HTTPS: true}},
+				Web: map[ipn.HostPort]*ipn.WebServerConfig{tsName + ":443": {Handlers: map[string]*ipn.HTTPHandler{"/": {Proxy: "http://127.0.0.1:" + port}}}},
+			}
+		}, serveReq("GET", "/c/alpha/"), 200, ""},
+		{"S5e prefs unknown", func(f *fakeTailnet) { f.prefsDown = true }, serveReq("GET", "/c/alpha/"), 401, "unverified"},
+		{"S5e serve-config unknown", func(f *fakeTailnet) { f.serveDown = true }, serveReq("GET", "/c/alpha/"), 401, "unverified"},
+	}
+	for _, row := range rows {
+		t.Run(row.name, func(t *testing.T) {
+			d.setTailscaled(t, func(f *fakeTailnet) {
+				f.runSSH, f.serve, f.prefsDown, f.serveDown = false, nil, false, false
+				row.set(f)
+			})
+			before := d.alpha.count()
+			r := d.raw(row.req)
+			switch {
+			case row.status != 200:
+				d.wantRefused(t, r, before, row.status, row.reason)
+				if row.reason == "tcp-forwardable" && (!strings.Contains(r.body, "fleet serve --socket") || !strings.Contains(r.body, "tailscale serve unix:")) {
+					t.Errorf("the page does not name the unix-socket door: %q", r.body)
+				}
+			case strings.HasPrefix(row.req, "GET / "):
+				if r.status != 200 {
+					t.Errorf("index: %d %q", r.status, r.reason)
+				}
+			default:
+				d.wantForwarded(t, r, before, alice, "/")
+			}
+		})
+	}
+}
+
+// TestForwardRemovedServedAgain_S5e: a forward that appears is refused from the next poll on;
+// once it is gone, new connections are served after the next poll — but a connection opened
+// while the forward was there (possibly through it) stays refused, and is closed.
+func TestForwardRemovedServedAgain_S5e(t *testing.T) {
+	d := startDoor(t)
+	port := strconv.Itoa(d.port())
+	before := d.alpha.count()
+	d.wantForwarded(t, d.raw(serveReq("GET", "/c/alpha/")), before, alice, "/")
+
+	d.setTailscaled(t, func(f *fakeTailnet) { f.serve = tcpForward("127.0.0.1:" + port) })
+	// A peer opens a connection through the forward and waits, saying nothing.
+	waiting := d.dial(t)
+	defer waiting.Close()
+	// Connections are accepted in order: once this one is answered, waiting was accepted
+	// (while the forward was there).
+	before = d.alpha.count()
+	d.wantRefused(t, d.raw(serveReq("GET", "/c/alpha/")), before, 401, "tcp-forwardable")
+
+	d.setTailscaled(t, func(f *fakeTailnet) { f.serve = nil })
+	before = d.alpha.count()
+	d.wantForwarded(t, d.raw(serveReq("GET", "/c/alpha/")), before, alice, "/")
+
+	// The waiting connection speaks now, as bob: still refused, and closed.
+	bobReq := strings.Replace(strings.Replace(serveReq("GET", "/c/alpha/late"), aliceIP, bobIP, 1), alice, bob, 1)
+	logsBefore := len(d.logs.Events("fleet.rejected"))
+	before = d.alpha.count()
+	io.WriteString(waiting, crlf(bobReq))
+	br := bufio.NewReader(waiting)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 401 || resp.Header.Get("X-Fleet-Reason") != "tcp-forwardable" {
+		t.Errorf("the connection from the forward's time: %d %q (%s), want 401 tcp-forwardable", resp.StatusCode, resp.Header.Get("X-Fleet-Reason"), body)
+	}
+	if n := d.alpha.count(); n != before {
+		t.Errorf("the console saw %d request(s)", n-before)
+	}
+	if lines := d.logs.Events("fleet.rejected")[logsBefore:]; len(lines) != 1 || lines[0]["reason"] != "tcp-forwardable" {
+		t.Errorf("want one fleet.rejected tcp-forwardable line, got %v", lines)
+	}
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Errorf("the connection stays open after the refusal (%v); it must be closed", err)
+	}
+}
+
+// TestForwardAnswerTooOld_S5e: an answer older than forwardMaxAge is not used: the request asks
+// tailscaled itself, and when that fails it is refused 401 unverified.
+func TestForwardAnswerTooOld_S5e(t *testing.T) {
+	clk := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	d := startDoor(t, func(c *Config) { c.Now = clk.now })
+	before := d.alpha.count()
+	d.wantForwarded(t, d.raw(serveReq("GET", "/c/alpha/")), before, alice, "/")
+
+	d.tailnet.set(func(f *fakeTailnet) { f.prefsDown = true })
+	clk.advance(forwardMaxAge + time.Second)
+	before = d.alpha.count()
+	d.wantRefused(t, d.raw(serveReq("GET", "/c/alpha/")), before, 401, "unverified")
+
+	// tailscaled answers again. A connection accepted while fleet knew nothing is refused
+	// once (when no tick has polled in between, the first one here is such); then served.
+	d.tailnet.set(func(f *fakeTailnet) { f.prefsDown = false })
+	clk.advance(forwardMaxAge + time.Second)
+	before = d.alpha.count()
+	if r := d.raw(serveReq("GET", "/c/alpha/")); r.status != 200 {
+		d.wantRefused(t, r, before, 401, "unverified")
+		before = d.alpha.count()
+		d.wantForwarded(t, d.raw(serveReq("GET", "/c/alpha/")), before, alice, "/")
+	}
+}
+
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// serveUnix serves d's supervisor on a unix-socket door too and returns the socket's path.
+func (d *door) serveUnix(t *testing.T) string {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "run", "serve.sock")
+	ln, err := ListenUnix(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go d.srv.ServeUnixListener(ln)
+	return sock
+}
+
+// rawUnix writes req to a new connection to the unix-socket door at sock and reads one response.
+func (d *door) rawUnix(t *testing.T, sock, req string) response {
+	t.Helper()
+	d.rejectedBefore, d.lastExchange = len(d.logs.Events("fleet.rejected")), 1
+	var conn net.Conn
+	var err error
+	if !waitUntil(func() bool { conn, err = net.Dial("unix", sock); return err == nil }) {
+		t.Fatalf("dialling %s: %v", sock, err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(waitLimit))
+	if _, err := io.WriteString(conn, crlf(req)); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return response{status: resp.StatusCode, reason: resp.Header.Get("X-Fleet-Reason"), header: resp.Header, body: string(body)}
+}
+
+// unixServeReq is a request as Serve sends it to a unix-socket backend for alice.
+const unixServeReq = "GET /c/alpha/ HTTP/1.1\nHost: localhost\nX-Forwarded-Host: " + tsName +
+	"\nX-Forwarded-For: " + aliceIP + "\nX-Forwarded-Proto: https\nTailscale-User-Login: " + alice + "\n\n"
+
+// TestUnixDoorForwardable_S5e: the unix-socket door is not reached by Tailscale SSH, so it is
+// served while SSH is on; but a raw TCP forward can name a unix socket, and while one names this
+// door's socket (however spelled), its /c/ requests are 401 tcp-forwardable.
+func TestUnixDoorForwardable_S5e(t *testing.T) {
+	d := startDoor(t)
+	sock := d.serveUnix(t)
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(filepath.Dir(sock), link); err != nil {
+		t.Fatal(err)
+	}
+	rows := []struct {
+		name   string
+		set    func(f *fakeTailnet)
+		status int
+		reason string
+	}{
+		{"S5e unix door, ssh off", func(f *fakeTailnet) {}, 200, ""},
+		{"S5e unix door, ssh on", func(f *fakeTailnet) { f.runSSH = true }, 200, ""},
+		{"S5e unix door, raw forward to the TCP door", func(f *fakeTailnet) { f.serve = tcpForward(d.addr) }, 200, ""},
+		{"S5e unix door, raw forward to another socket", func(f *fakeTailnet) { f.serve = tcpForward("unix:" + filepath.Join(filepath.Dir(sock), "other.sock")) }, 200, ""},
+		{"S5e unix door, Serve's HTTP proxy to it", func(f *fakeTailnet) {
+			f.serve = &ipn.ServeConfig{
+				TCP: map[uint16]*ipn.TCPPortHandler{443: {HTTPS: true}},
+				Web: map[ipn.HostPort]*ipn.WebServerConfig{tsName + ":443": {Handlers: map[string]*ipn.HTTPHandler{"/": {Proxy: "unix:" + sock}}}},
+			}
+		}, 200, ""},
+		{"S5e unix door, raw forward to its socket", func(f *fakeTailnet) { f.serve = tcpForward("unix:" + sock) }, 401, "tcp-forwardable"},
+		{"S5e unix door, raw forward to its socket, uncleaned path", func(f *fakeTailnet) {
+			f.serve = tcpForward("unix:" + filepath.Dir(sock) + "/./" + filepath.Base(sock))
+		}, 401, "tcp-forwardable"},
+		{"S5e unix door, raw forward to its socket through a symlink", func(f *fakeTailnet) {
+			f.serve = tcpForward("unix:" + filepath.Join(link, filepath.Base(sock)))
+		}, 401, "tcp-forwardable"},
+		{"S5e unix door, raw forward to a relative path of its name", func(f *fakeTailnet) { f.serve = tcpForward("unix:" + filepath.Base(sock)) }, 401, "tcp-forwardable"},
+		{"S5e unix door, raw forward to its socket in a Service", func(f *fakeTailnet) {
+			f.serve = &ipn.ServeConfig{Services: map[tailcfg.ServiceName]*ipn.ServiceConfig{
+				"svc:fleet": {TCP: map[uint16]*ipn.TCPPortHandler{443: {TCPForward: "unix:" + sock, TerminateTLS: "fleet." + tsName}}}}}
+		}, 401, "tcp-forwardable"},
+		{"S5e unix door, prefs unknown", func(f *fakeTailnet) { f.prefsDown = true }, 401, "unverified"},
+		{"S5e unix door, serve-config unknown", func(f *fakeTailnet) { f.serveDown = true }, 401, "unverified"},
+	}
+	for _, row := range rows {
+		t.Run(row.name, func(t *testing.T) {
+			d.setTailscaled(t, func(f *fakeTailnet) {
+				f.runSSH, f.serve, f.prefsDown, f.serveDown = false, nil, false, false
+				row.set(f)
+			})
+			before := d.alpha.count()
+			r := d.rawUnix(t, sock, unixServeReq)
+			if row.status == 200 {
+				d.wantForwarded(t, r, before, alice, "/")
+				return
+			}
+			d.wantRefused(t, r, before, row.status, row.reason)
+			if row.reason == "tcp-forwardable" && !strings.Contains(r.body, "tailscale serve unix:") {
+				t.Errorf("the page does not name the fix: %q", r.body)
+			}
+		})
+	}
+}
+
+// TestForwardTargets_S5e: which TCPForward targets may reach the TCP door on port 7420.
+func TestForwardTargets_S5e(t *testing.T) {
+	for target, want := range map[string]bool{
+		"127.0.0.1:7420": true, "localhost:7420": true, "[::1]:7420": true, "127.1.2.3:7420": true,
+		"0.0.0.0:7420": true, "[::]:7420": true, ":7420": true, "[::ffff:127.0.0.1]:7420": true,
+		"LOCALHOST:7420": true, "box.example:7420": true, "127.0.0.1:07420": true,
+		"nonsense": true, "127.0.0.1:no-such-service": true,
+		"127.0.0.1:7421": false, "192.0.2.1:7420": false, "[fd7a:115c:a1e0::1]:7420": false,
+		"unix:/run/fleet.sock": false,
+	} {
+		if got := tcpTargetReaches(target, 7420); got != want {
+			t.Errorf("S5e target %q: reaches 7420 = %v, want %v", target, got, want)
+		}
+	}
+}
+
+// gatedAPI counts LocalAPI calls; WhoIs of a bare address waits until release is closed.
+type gatedAPI struct {
+	LocalAPI
+	release chan struct{}
+
+	mu                   sync.Mutex
+	bare, conns, statuss int
+}
+
+func (g *gatedAPI) WhoIs(ctx context.Context, addr string) (*apitype.WhoIsResponse, error) {
+	if _, err := netip.ParseAddrPort(addr); err == nil {
+		resp, err := g.LocalAPI.WhoIs(ctx, addr)
+		g.mu.Lock()
+		g.conns++
+		g.mu.Unlock()
+		return resp, err
+	}
+	g.mu.Lock()
+	g.bare++
+	g.mu.Unlock()
+	<-g.release
+	return g.LocalAPI.WhoIs(ctx, addr)
+}
+
+func (g *gatedAPI) StatusWithoutPeers(ctx context.Context) (*ipnstate.Status, error) {
+	g.mu.Lock()
+	g.statuss++
+	g.mu.Unlock()
+	return g.LocalAPI.StatusWithoutPeers(ctx)
+}
+
+func (g *gatedAPI) counts() (bare, conns, statuss int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.bare, g.conns, g.statuss
+}
+
+// TestParallelFirstRequestsShareLookups_S11: 20 parallel first requests of one caller make one
+// WhoIs of its address and one status call, not one each.
+func TestParallelFirstRequestsShareLookups_S11(t *testing.T) {
+	const n = 20
+	g := &gatedAPI{release: make(chan struct{})}
+	d := startDoor(t, func(c *Config) { g.LocalAPI = c.LocalAPI; c.LocalAPI = g })
+	var wg sync.WaitGroup
+	statuses := make([]int, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			conn, err := net.Dial("tcp", d.addr)
+			if err != nil {
+				return
+			}
+			defer conn.Close()
+			conn.SetDeadline(time.Now().Add(waitLimit))
+			io.WriteString(conn, crlf(serveReq("GET", "/c/alpha/")))
+			if resp, err := http.ReadResponse(bufio.NewReader(conn), nil); err == nil {
+				statuses[i] = resp.StatusCode
+				resp.Body.Close()
+			}
+		}()
+	}
+	// Let the callers' WhoIs go once every connection has been judged (S5a/b), so that all 20
+	// requests are on their way to it together.
+	waitUntil(func() bool { _, conns, _ := g.counts(); return conns == n })
+	close(g.release)
+	wg.Wait()
+	for i, st := range statuses {
+		if st != 200 {
+			t.Errorf("request %d: %d, want 200", i, st)
+		}
+	}
+	if bare, _, statuss := g.counts(); bare != 1 || statuss != 1 {
+		t.Errorf("%d WhoIs calls of the caller's address and %d status calls for %d parallel first requests, want 1 and 1", bare, statuss, n)
+	}
+}
+
+// TestPeerLookupsBounded_S9: the peer-uid lookups of accepted connections are bounded; a
+// connection that finds no free slot in time is refused 401 unverified, never forwarded.
+func TestPeerLookupsBounded_S9(t *testing.T) {
+	d := startDoor(t)
+	for range cap(d.srv.verifier.lookups) {
+		d.srv.verifier.lookups <- struct{}{} // every slot taken
+	}
+	before := d.alpha.count()
+	r := d.raw(serveReq("GET", "/c/alpha/"))
+	d.wantRefused(t, r, before, 401, "unverified")
+	if !strings.Contains(r.body, "too many connections") {
+		t.Errorf("the page does not say why: %q", r.body)
+	}
+	for range cap(d.srv.verifier.lookups) {
+		<-d.srv.verifier.lookups
+	}
+	before = d.alpha.count()
+	d.wantForwarded(t, d.raw(serveReq("GET", "/c/alpha/")), before, alice, "/")
+}
+
+// waitUntil checks cond until it holds, for at most waitLimit.
+func waitUntil(cond func() bool) bool {
+	deadline := time.Now().Add(waitLimit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return true
+}
