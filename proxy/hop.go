@@ -48,7 +48,7 @@ type forwardKey struct{}
 
 // A forward is one request on its way through the hop: its Target and its body (when cut-able).
 type forward struct {
-	t    *Target
+	t    Target // a copy: the caller's Target need not escape to the heap
 	body *idleBody
 }
 
@@ -139,7 +139,7 @@ func (h *Hop) Forward(w http.ResponseWriter, r *http.Request, t *Target) {
 		WriteRefusal(w, r, h.log, Refuse(http.StatusInternalServerError, "internal", "the hop was not given what it asserts"))
 		return
 	}
-	f := &forward{t: t}
+	f := &forward{t: *t}
 	if h.BodyIdleTimeout > 0 && hasBody(r) {
 		after := h.AfterFunc
 		if after == nil {
@@ -154,7 +154,7 @@ func (h *Hop) Forward(w http.ResponseWriter, r *http.Request, t *Target) {
 // rewrite is the whole hop, as pure steps on the outgoing request. httputil.ReverseProxy has
 // already removed hop-by-hop headers (and those named in Connection) and X-Forwarded-* from Out.
 func (h *Hop) rewrite(pr *httputil.ProxyRequest) {
-	t := pr.In.Context().Value(forwardKey{}).(*forward).t
+	t := &pr.In.Context().Value(forwardKey{}).(*forward).t
 	out := pr.Out
 
 	// The path forwarded is exactly the path judged (S7); the query passes as sent.
@@ -168,12 +168,16 @@ func (h *Hop) rewrite(pr *httputil.ProxyRequest) {
 	ScrubIdentity(out.Header) // S4
 	out.Trailer = nil         // S3: request trailers are never forwarded
 
-	out.Header.Set("X-Forwarded-For", t.ClientIP)
-	out.Header.Set("X-Forwarded-Host", t.Host)
-	out.Header.Set("X-Forwarded-Proto", t.Proto)
-	out.Header.Set("X-Forwarded-Prefix", "/c/"+t.ConsoleID)
-	out.Header.Set(HeaderFleet, t.Token)
-	out.Header.Set(HeaderFleetLogin, t.Login)
+	// ScrubIdentity removed every spelling of these names, so assigning is setting. The six
+	// values share one backing array (Header.Set would allocate one each); each is capped at
+	// one so that an Add to one never writes into the next.
+	v := [...]string{t.ClientIP, t.Host, t.Proto, "/c/" + t.ConsoleID, t.Token, t.Login}
+	out.Header["X-Forwarded-For"] = v[0:1:1]
+	out.Header["X-Forwarded-Host"] = v[1:2:2]
+	out.Header["X-Forwarded-Proto"] = v[2:3:3]
+	out.Header["X-Forwarded-Prefix"] = v[3:4:4]
+	out.Header[HeaderFleet] = v[4:5:5]
+	out.Header[HeaderFleetLogin] = v[5:6:6]
 }
 
 func (h *Hop) consoleDown(w http.ResponseWriter, r *http.Request, err error) {
