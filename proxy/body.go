@@ -42,8 +42,9 @@ type idleBody struct {
 	ctrl    *http.ResponseController
 	stalled atomic.Bool
 
-	mu    sync.Mutex // guards timer: Close may come from another goroutine than Read
-	timer Timer      // started by the first Read
+	mu     sync.Mutex // guards timer and closed: Close may come from another goroutine than Read
+	timer  Timer      // started by the first Read
+	closed bool       // after Close (before the handler returns), cut touches nothing
 }
 
 func (b *idleBody) Read(p []byte) (int, error) {
@@ -59,7 +60,7 @@ func (b *idleBody) Read(p []byte) (int, error) {
 	b.mu.Unlock()
 	n, err := b.body.Read(p)
 	b.mu.Lock()
-	fired := !b.timer.Stop()
+	fired := !b.timer.Stop() && !b.closed // a Close stops the timer too
 	b.mu.Unlock()
 	if fired || b.stalled.Load() {
 		// The Read ended because of the deadline (or a byte came in just as the timer fired:
@@ -71,12 +72,18 @@ func (b *idleBody) Read(p []byte) (int, error) {
 }
 
 func (b *idleBody) cut() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return // the request is over: its connection is not this body's any more
+	}
 	b.stalled.Store(true)
 	b.ctrl.SetReadDeadline(aLongTimeAgo)
 }
 
 func (b *idleBody) Close() error {
 	b.mu.Lock()
+	b.closed = true
 	if b.timer != nil {
 		b.timer.Stop()
 	}
