@@ -17,8 +17,11 @@
 //     caller's Connection line cannot delete what the hop set.
 //   - S7: the decision about /c/<id>/hooks is made on the decoded, canonical path (JudgePath), and the
 //     path forwarded is exactly the path judged; a path that is not canonical is 400 bad-path.
-//   - S9: only "Upgrade: websocket" is let through (CheckUpgrade); responses are flushed as they come
-//     and bodies are streamed, never buffered.
+//   - S9: only "Upgrade: websocket" is let through (CheckUpgrade); bodies are streamed, never
+//     buffered; server-sent events and responses of unknown length are flushed as they come, any
+//     other response at least every 50 ms. A request body that sends nothing for
+//     Hop.BodyIdleTimeout (60 s) is cut off: the console's request aborted, 408 body-timeout to
+//     the caller on a closed connection. Operational errors are logged at warning level.
 //   - S12: a request whose Origin is not its own origin is 403 cross-origin (CheckOrigin).
 //
 // This package judges and forwards; it does not decide who the caller is. That is the door's job,

@@ -18,17 +18,37 @@ const (
 func FoldName(name string) string {
 	b := make([]byte, len(name))
 	for i := 0; i < len(name); i++ {
-		c := name[i]
-		switch {
-		case 'a' <= c && c <= 'z', '0' <= c && c <= '9':
-		case 'A' <= c && c <= 'Z':
-			c += 'a' - 'A'
-		default:
-			c = '-'
-		}
-		b[i] = c
+		b[i] = foldByte(name[i])
 	}
 	return string(b)
+}
+
+func foldByte(c byte) byte {
+	switch {
+	case 'a' <= c && c <= 'z', '0' <= c && c <= '9':
+		return c
+	case 'A' <= c && c <= 'Z':
+		return c + 'a' - 'A'
+	}
+	return '-'
+}
+
+// foldedEqual reports whether FoldName(name) == folded, without allocating.
+func foldedEqual(name, folded string) bool {
+	return len(name) == len(folded) && foldedHasPrefix(name, folded)
+}
+
+// foldedHasPrefix reports whether FoldName(name) starts with folded, without allocating.
+func foldedHasPrefix(name, folded string) bool {
+	if len(name) < len(folded) {
+		return false
+	}
+	for i := 0; i < len(folded); i++ {
+		if foldByte(name[i]) != folded[i] {
+			return false
+		}
+	}
+	return true
 }
 
 var (
@@ -38,35 +58,43 @@ var (
 
 // IsAssertionName reports whether name is either assertion header under any S3 spelling.
 func IsAssertionName(name string) bool {
-	f := FoldName(name)
-	return f == foldedFleet || f == foldedFleetLogin
+	return foldedEqual(name, foldedFleet) || foldedEqual(name, foldedFleetLogin)
 }
 
 // identityPrefixes and identityNames are the header families that a caller may use to claim an
-// identity (SPEC S4), folded. A name is removed when it equals one of identityNames or starts with
-// one of identityPrefixes.
+// identity (SPEC S4), folded, by the folded name's first byte (so that a name is compared with a
+// few of them only). A name is removed when it equals one of identityNames or starts with one of
+// identityPrefixes.
 var (
-	identityPrefixes = []string{
-		"tailscale-", "x-forwarded-", "remote-", "x-remote-", "x-webauth-",
-		"x-auth-request-", "x-pomerium-", "cf-access-",
+	identityPrefixes = [256][]string{
+		't': {"tailscale-"},
+		'x': {"x-forwarded-", "x-remote-", "x-webauth-", "x-auth-request-", "x-pomerium-"},
+		'r': {"remote-"},
+		'c': {"cf-access-"},
 	}
-	identityNames = []string{
-		"forwarded", "x-real-ip", "teleport-jwt-assertion", "authorization", "proxy-authorization",
-		foldedFleet, foldedFleetLogin,
+	identityNames = [256][]string{
+		'f': {"forwarded"},
+		'x': {"x-real-ip", foldedFleet, foldedFleetLogin},
+		't': {"teleport-jwt-assertion"},
+		'a': {"authorization"},
+		'p': {"proxy-authorization"},
 	}
 )
 
 // IsIdentityName reports whether name belongs to a family that S4 removes on every hop (assertion
-// headers included), under any S3 spelling.
+// headers included), under any S3 spelling. It allocates nothing.
 func IsIdentityName(name string) bool {
-	f := FoldName(name)
-	for _, n := range identityNames {
-		if f == n {
+	if name == "" {
+		return false
+	}
+	first := foldByte(name[0])
+	for _, n := range identityNames[first] {
+		if foldedEqual(name, n) {
 			return true
 		}
 	}
-	for _, p := range identityPrefixes {
-		if strings.HasPrefix(f, p) {
+	for _, p := range identityPrefixes[first] {
+		if foldedHasPrefix(name, p) {
 			return true
 		}
 	}
@@ -100,7 +128,7 @@ func CheckNoAssertion(r *http.Request) *Refusal {
 // listsAssertionName reports whether comma-separated header values name an assertion header.
 func listsAssertionName(values []string) bool {
 	for _, v := range values {
-		for _, tok := range strings.Split(v, ",") {
+		for tok := range strings.SplitSeq(v, ",") {
 			if IsAssertionName(textproto.TrimString(tok)) {
 				return true
 			}
@@ -109,7 +137,8 @@ func listsAssertionName(values []string) bool {
 	return false
 }
 
-// ScrubIdentity removes from h every header that S4 names, under any spelling.
+// ScrubIdentity removes from h every header that S4 names, under any spelling, in one pass over h
+// that allocates nothing.
 func ScrubIdentity(h http.Header) {
 	for name := range h {
 		if IsIdentityName(name) {
@@ -122,7 +151,7 @@ func ScrubIdentity(h http.Header) {
 func HasHeaderFold(h http.Header, name string) bool {
 	f := FoldName(name)
 	for k := range h {
-		if FoldName(k) == f {
+		if foldedEqual(k, f) {
 			return true
 		}
 	}

@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"html"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/phase-console/fleet/internal/peercred"
@@ -26,14 +29,28 @@ type Target struct {
 	Proto     string // "http" or "https", for X-Forwarded-Proto
 }
 
-// A Hop forwards judged requests to consoles. It is safe for concurrent use.
+// A Hop forwards judged requests to consoles. It is safe for concurrent use; its exported fields
+// must be set before its first Forward.
 type Hop struct {
+	// BodyIdleTimeout cuts off a request body that sends nothing for this long (SPEC S9): the
+	// console's request is aborted and the caller gets 408 body-timeout on a closed connection.
+	// NewHop sets BodyIdleTimeout; zero or less: never cut.
+	BodyIdleTimeout time.Duration
+	// AfterFunc starts the body's idle timer; nil: time.AfterFunc. Tests pass a fake clock.
+	AfterFunc AfterFunc
+
 	rp     *httputil.ReverseProxy
 	log    *slog.Logger
 	onDown func(consoleID string)
 }
 
-type targetKey struct{}
+type forwardKey struct{}
+
+// A forward is one request on its way through the hop: its Target and its body (when cut-able).
+type forward struct {
+	t    Target // a copy: the caller's Target need not escape to the heap
+	body *idleBody
+}
 
 // A DialFunc opens the connection to a console. The supervisor's checks that the console's socket
 // belongs to its own user before the fleet token is sent over it (peercred.DialOwn).
@@ -43,28 +60,75 @@ type DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
 // nil, is told the console id of each forward that found no console answering; dial, if not nil,
 // opens connections to consoles (default: a plain dialer).
 func NewHop(log *slog.Logger, onDown func(consoleID string), dial DialFunc) *Hop {
-	h := &Hop{log: log, onDown: onDown}
+	h := &Hop{BodyIdleTimeout: BodyIdleTimeout, log: log, onDown: onDown}
 	if dial == nil {
 		dial = (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 	}
 	transport := &http.Transport{
-		Proxy:                 nil, // never an environment proxy: the console is on loopback
-		DialContext:           dial,
-		MaxIdleConns:          100,
-		MaxIdleConnsPerHost:   16,
-		IdleConnTimeout:       90 * time.Second,
+		Proxy:       nil, // never an environment proxy: the console is on loopback
+		DialContext: dial,
+		// Keep as many idle connections to a console as requests run at once: each new one
+		// costs a dial and the owner check of the console's socket, and a pool smaller than
+		// the concurrency churns connections on every burst (a page loading twenty things).
+		// Idle ones go after IdleConnTimeout.
+		MaxIdleConns:          4 * maxIdlePerConsole,
+		MaxIdleConnsPerHost:   maxIdlePerConsole,
+		IdleConnTimeout:       30 * time.Second,
 		ResponseHeaderTimeout: 0, // consoles may stream (SSE) or think long; the caller's idle timeouts bound it
 		ExpectContinueTimeout: time.Second,
 		DisableCompression:    true,
 	}
 	h.rp = &httputil.ReverseProxy{
-		Rewrite:       h.rewrite,
-		Transport:     transport,
-		FlushInterval: -1, // flush every write: SSE and other streams arrive as they are sent (S9)
+		Rewrite:   h.rewrite,
+		Transport: transport,
+		// ReverseProxy flushes every write of a text/event-stream response and of one without
+		// a Content-Length (a stream of unknown length), whatever this says (S9). Any other
+		// response is written through net/http's buffer and flushed at least this often, so
+		// that a small answer goes out in one write, not one for its head and one per chunk.
+		FlushInterval: flushInterval,
+		BufferPool:    copyBuffers{},
 		ErrorHandler:  h.consoleDown,
-		ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+		// A console's broken body and the like are operational errors (S9): warn.
+		ErrorLog: WarnLogger(log, "fleet.hop-error"),
 	}
 	return h
+}
+
+const (
+	maxIdlePerConsole = 256
+	flushInterval     = 50 * time.Millisecond
+	copyBufferSize    = 32 << 10
+)
+
+// copyBuffers is the ReverseProxy's pool of copy buffers, so that a response does not allocate
+// 32 KiB. It pools array pointers, which go in and out of an interface without an allocation.
+type copyBuffers struct{}
+
+var copyBufferPool = sync.Pool{New: func() any { return new([copyBufferSize]byte) }}
+
+func (copyBuffers) Get() []byte { return copyBufferPool.Get().(*[copyBufferSize]byte)[:] }
+
+func (copyBuffers) Put(b []byte) {
+	if len(b) == copyBufferSize {
+		copyBufferPool.Put((*[copyBufferSize]byte)(b))
+	}
+}
+
+// WarnLogger is a *log.Logger for net/http's ErrorLog fields (accept errors, panics, broken
+// bodies: SPEC S9 wants them seen): each line becomes one slog warning with msg event and the
+// line in "error".
+func WarnLogger(l *slog.Logger, event string) *log.Logger {
+	return log.New(warnWriter{l, event}, "", 0)
+}
+
+type warnWriter struct {
+	l     *slog.Logger
+	event string
+}
+
+func (w warnWriter) Write(p []byte) (int, error) {
+	w.l.Warn(w.event, "error", strings.TrimSuffix(string(p), "\n"))
+	return len(p), nil
 }
 
 // Forward sends r to t. The caller has already judged r (CheckNoAssertion, JudgePath, CheckUpgrade,
@@ -75,13 +139,22 @@ func (h *Hop) Forward(w http.ResponseWriter, r *http.Request, t *Target) {
 		WriteRefusal(w, r, h.log, Refuse(http.StatusInternalServerError, "internal", "the hop was not given what it asserts"))
 		return
 	}
-	h.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), targetKey{}, t)))
+	f := &forward{t: *t}
+	if h.BodyIdleTimeout > 0 && hasBody(r) {
+		after := h.AfterFunc
+		if after == nil {
+			after = realAfterFunc
+		}
+		f.body = &idleBody{body: r.Body, idle: h.BodyIdleTimeout, after: after, ctrl: http.NewResponseController(w)}
+		r.Body = f.body
+	}
+	h.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), forwardKey{}, f)))
 }
 
 // rewrite is the whole hop, as pure steps on the outgoing request. httputil.ReverseProxy has
 // already removed hop-by-hop headers (and those named in Connection) and X-Forwarded-* from Out.
 func (h *Hop) rewrite(pr *httputil.ProxyRequest) {
-	t := pr.In.Context().Value(targetKey{}).(*Target)
+	t := &pr.In.Context().Value(forwardKey{}).(*forward).t
 	out := pr.Out
 
 	// The path forwarded is exactly the path judged (S7); the query passes as sent.
@@ -95,19 +168,33 @@ func (h *Hop) rewrite(pr *httputil.ProxyRequest) {
 	ScrubIdentity(out.Header) // S4
 	out.Trailer = nil         // S3: request trailers are never forwarded
 
-	out.Header.Set("X-Forwarded-For", t.ClientIP)
-	out.Header.Set("X-Forwarded-Host", t.Host)
-	out.Header.Set("X-Forwarded-Proto", t.Proto)
-	out.Header.Set("X-Forwarded-Prefix", "/c/"+t.ConsoleID)
-	out.Header.Set(HeaderFleet, t.Token)
-	out.Header.Set(HeaderFleetLogin, t.Login)
+	// ScrubIdentity removed every spelling of these names, so assigning is setting. The six
+	// values share one backing array (Header.Set would allocate one each); each is capped at
+	// one so that an Add to one never writes into the next.
+	v := [...]string{t.ClientIP, t.Host, t.Proto, "/c/" + t.ConsoleID, t.Token, t.Login}
+	out.Header["X-Forwarded-For"] = v[0:1:1]
+	out.Header["X-Forwarded-Host"] = v[1:2:2]
+	out.Header["X-Forwarded-Proto"] = v[2:3:3]
+	out.Header["X-Forwarded-Prefix"] = v[3:4:4]
+	out.Header[HeaderFleet] = v[4:5:5]
+	out.Header[HeaderFleetLogin] = v[5:6:6]
 }
 
 func (h *Hop) consoleDown(w http.ResponseWriter, r *http.Request, err error) {
-	t, _ := r.Context().Value(targetKey{}).(*Target)
+	f, _ := r.Context().Value(forwardKey{}).(*forward)
 	id := ""
-	if t != nil {
-		id = t.ConsoleID
+	if f != nil {
+		id = f.t.ConsoleID
+	}
+	// A cut body also ends the request's context (net/http cancels it when a read of the
+	// connection fails), so the error may say "canceled": ask the body itself.
+	if errors.Is(err, ErrBodyStalled) || f != nil && f.body != nil && f.body.stalled.Load() {
+		// The caller, not the console, went quiet (S9): the console's request is aborted
+		// already (the Transport closed its connection); close the caller's too.
+		w.Header().Set("Connection", "close")
+		WriteRefusal(w, r, h.log, Refuse(http.StatusRequestTimeout, "body-timeout",
+			"the request body sent nothing for too long"), "console", id)
+		return
 	}
 	if errors.Is(err, context.Canceled) {
 		// The caller went away; nobody to answer.

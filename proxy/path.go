@@ -95,7 +95,13 @@ func JudgePath(requestURI string) (Route, *Refusal) {
 		off        = 1    // index in p of the current segment
 	)
 	for seg := range strings.SplitSeq(body, "/") {
-		d, why := decodeSegment(seg)
+		var d, why string
+		if n < 3 {
+			d, why = decodeSegment(seg)
+		} else {
+			// Only judged, never kept: no need to build the decoded string.
+			d, why = seg, judgeSegment(seg)
+		}
 		if why != "" {
 			return Route{}, badPath(why)
 		}
@@ -108,7 +114,7 @@ func JudgePath(requestURI string) (Route, *Refusal) {
 		case 2:
 			third = d
 		}
-		if n >= 2 && len(d) != len(seg) {
+		if n >= 2 && strings.IndexByte(seg, '%') >= 0 {
 			restEscape = true
 		}
 		n++
@@ -214,6 +220,72 @@ func decodeSegment(seg string) (string, string) {
 		return "", "dot segment in path"
 	}
 	return d, ""
+}
+
+// judgeSegment judges one raw segment exactly as decodeSegment does, without building the decoded
+// segment: so a path's later segments cost no allocation.
+func judgeSegment(seg string) string {
+	if seg == "" {
+		return "empty path segment"
+	}
+	if strings.IndexByte(seg, '%') < 0 {
+		_, why := decodeSegment(seg) // nothing to decode: decodeSegment allocates nothing
+		return why
+	}
+	// The same checks in the same order as decodeSegment, each a pass over the raw segment.
+	for i := 0; i < len(seg); i++ {
+		if seg[i] == '%' {
+			if i+2 >= len(seg) || !ishex(seg[i+1]) || !ishex(seg[i+2]) {
+				return "malformed percent-escape"
+			}
+			i += 2
+		}
+	}
+	for i := 0; i < len(seg); i++ {
+		if refusedDecodedByte(decodedAt(seg, &i)) {
+			return "refused character in path segment"
+		}
+	}
+	var (
+		dots    = true // every decoded byte is '.'
+		n       int    // decoded length
+		pending [utf8.UTFMax]byte
+		np      int // bytes of an unfinished rune in pending
+	)
+	for i := 0; i < len(seg); i++ {
+		c := decodedAt(seg, &i)
+		n++
+		dots = dots && c == '.'
+		if np == 0 && c < utf8.RuneSelf {
+			continue
+		}
+		pending[np] = c
+		np++
+		if utf8.FullRune(pending[:np]) {
+			if r, size := utf8.DecodeRune(pending[:np]); r == utf8.RuneError && size <= 1 || size != np {
+				return "invalid UTF-8 in path"
+			}
+			np = 0
+		}
+	}
+	if np != 0 {
+		return "invalid UTF-8 in path"
+	}
+	if dots && n <= 2 {
+		return "dot segment in path"
+	}
+	return ""
+}
+
+// decodedAt is the decoded byte at seg[*i], whose escapes are well-formed; it moves *i past an
+// escape.
+func decodedAt(seg string, i *int) byte {
+	c := seg[*i]
+	if c == '%' {
+		c = unhex(seg[*i+1])<<4 | unhex(seg[*i+2])
+		*i += 2
+	}
+	return c
 }
 
 // decodeValid percent-decodes s, whose escapes decodeSegment has already found well-formed.

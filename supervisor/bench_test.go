@@ -1,8 +1,15 @@
 package supervisor
 
 import (
+	"bytes"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/phase-console/fleet/proxy"
@@ -52,5 +59,86 @@ func BenchmarkJudge(b *testing.B) {
 		}
 		h := r.Header.Clone()
 		proxy.ScrubIdentity(h)
+	}
+}
+
+// benchConsole answers every request with size bytes and counts the connections made to it, so
+// that a benchmark can report how often the hop had to dial (each dial costs the owner check of
+// the console's socket).
+func benchConsole(b *testing.B, size int) (addr string, conns *atomic.Int64) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	conns = new(atomic.Int64)
+	body := bytes.Repeat([]byte("x"), size)
+	srv := &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			io.Copy(io.Discard, r.Body)
+			w.Header().Set("Content-Type", "application/octet-stream")
+			w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+			w.Write(body)
+		}),
+		ConnState: func(_ net.Conn, st http.ConnState) {
+			if st == http.StateNew {
+				conns.Add(1)
+			}
+		},
+	}
+	go srv.Serve(ln)
+	b.Cleanup(func() { srv.Close() })
+	return ln.Addr().String(), conns
+}
+
+// BenchmarkVerifiedForwardParallel is BenchmarkVerifiedForward with 32 callers at once (as a page
+// loading many things does), for small and 64 KiB answers, after a warm-up. dials/op is how many connections the
+// hop opened to the console per request: a pool smaller than the concurrency makes it churn.
+//
+//	go test -run=NONE -bench=Parallel -benchmem ./supervisor
+func BenchmarkVerifiedForwardParallel(b *testing.B) {
+	for _, size := range []int{64, 64 << 10} {
+		b.Run(fmt.Sprintf("%dB", size), func(b *testing.B) {
+			d := startDoor(b)
+			addr, conns := benchConsole(b, size)
+			if _, err := d.srv.Registry().Put(Console{ID: "bench", Addr: addr}); err != nil {
+				b.Fatal(err)
+			}
+			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true}}
+			b.Cleanup(client.CloseIdleConnections)
+			get := func() bool {
+				req, _ := http.NewRequest("GET", "http://"+d.addr+"/c/bench/x", nil)
+				req.Host = tsName
+				req.Header.Set("X-Forwarded-For", aliceIP)
+				req.Header.Set("Tailscale-User-Login", alice)
+				resp, err := client.Do(req)
+				if err != nil {
+					b.Error(err)
+					return false
+				}
+				n, _ := io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 || n != int64(size) {
+					b.Errorf("status %d, %d bytes", resp.StatusCode, n)
+					return false
+				}
+				return true
+			}
+			const callers = 32
+			// Warm up: every caller's connection open, the hop's pool filled once.
+			var wg sync.WaitGroup
+			for range callers {
+				wg.Go(func() { get() })
+			}
+			wg.Wait()
+			conns.Store(0)
+			b.SetParallelism(callers / runtime.GOMAXPROCS(0))
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() && get() {
+				}
+			})
+			b.ReportMetric(float64(conns.Load())/float64(b.N), "dials/op")
+		})
 	}
 }

@@ -164,7 +164,7 @@ func TestForwardRemovedServedAgain_S5e(t *testing.T) {
 // TestForwardAnswerTooOld_S5e: an answer older than forwardMaxAge is not used: the request asks
 // tailscaled itself, and when that fails it is refused 401 unverified.
 func TestForwardAnswerTooOld_S5e(t *testing.T) {
-	clk := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clk := &wallClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	d := startDoor(t, func(c *Config) { c.Now = clk.now })
 	before := d.alpha.count()
 	d.wantForwarded(t, d.raw(serveReq("GET", "/c/alpha/")), before, alice, "/")
@@ -186,18 +186,19 @@ func TestForwardAnswerTooOld_S5e(t *testing.T) {
 	}
 }
 
-type fakeClock struct {
+// wallClock is a settable Config.Now for the tests of how long an answer is used.
+type wallClock struct {
 	mu sync.Mutex
 	t  time.Time
 }
 
-func (c *fakeClock) now() time.Time {
+func (c *wallClock) now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.t
 }
 
-func (c *fakeClock) advance(d time.Duration) {
+func (c *wallClock) advance(d time.Duration) {
 	c.mu.Lock()
 	c.t = c.t.Add(d)
 	c.mu.Unlock()

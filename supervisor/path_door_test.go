@@ -189,3 +189,35 @@ func TestMalformedRequestTargetRefused_S7(t *testing.T) {
 		})
 	}
 }
+
+// TestHooksFirst_S7: on a hooks path, 403 hooks comes before the S9 upgrade check and the S12
+// Origin check, whatever else the request carries; only S10's 421, 431 and 400
+// assertion-sent/bad-path come before it.
+func TestHooksFirst_S7(t *testing.T) {
+	d := startDoor(t)
+	rows := []struct {
+		name   string
+		req    string
+		status int
+		reason string
+	}{
+		{"S7 hooks + h2c", serveReq("GET", "/c/alpha/hooks", "Connection: Upgrade, HTTP2-Settings", "Upgrade: h2c", "HTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA"), 403, "hooks"},
+		{"S7 hooks + Upgrade: h2c alone", serveReq("GET", "/c/alpha/hooks/x", "Upgrade: h2c"), 403, "hooks"},
+		{"S7 hooks + foreign Origin", serveReq("POST", "/c/alpha/hooks/permission-request", "Origin: https://evil.example", "Content-Length: 0"), 403, "hooks"},
+		{"S7 hooks + Origin: null", serveReq("GET", "/c/alpha/hooks", "Origin: null"), 403, "hooks"},
+		{"S7 hooks + WebSocket from a foreign Origin", serveReq("GET", "/c/alpha/hooks/ws", "Connection: Upgrade", "Upgrade: websocket",
+			"Sec-WebSocket-Version: 13", wsKey, "Origin: https://evil.example"), 403, "hooks"},
+		{"S7 hooks + WebSocket", serveReq("GET", "/c/alpha/HOOKS/ws", "Connection: Upgrade", "Upgrade: websocket", "Sec-WebSocket-Version: 13", wsKey), 403, "hooks"},
+		{"S7 bad-path + h2c is still bad-path", serveReq("GET", "/c/alpha/hooks/..%2fx", "Upgrade: h2c"), 400, "bad-path"},
+		{"S7 bad-path + foreign Origin is still bad-path", serveReq("GET", "/c/alpha//hooks", "Origin: https://evil.example"), 400, "bad-path"},
+		{"S3 assertion-sent comes before hooks", serveReq("GET", "/c/alpha/hooks", "X-Phase-Console-Fleet-Login: bob@example.com", "Upgrade: h2c"), 400, "assertion-sent"},
+		{"S10 host comes before hooks", serveReqHost("GET", "/c/alpha/hooks", "evil.example", "Upgrade: h2c"), 421, "host"},
+		{"S9 not hooks: h2c is bad-upgrade", serveReq("GET", "/c/alpha/x", "Upgrade: h2c"), 400, "bad-upgrade"},
+		{"S12 not hooks: foreign Origin is cross-origin", serveReq("GET", "/c/alpha/x", "Origin: https://evil.example"), 403, "cross-origin"},
+	}
+	for _, row := range rows {
+		t.Run(row.name, func(t *testing.T) {
+			d.wantRejected(t, row.req, row.status, row.reason)
+		})
+	}
+}

@@ -32,13 +32,13 @@ const DefaultPort = 7420
 const (
 	ReadHeaderTimeout = 10 * time.Second
 	IdleTimeout       = 2 * time.Minute
-	MaxHeaderBytes    = 64 << 10 // larger request headers are 431 header-too-large
-	// readLimitHeaderBytes is what net/http itself reads before it gives up with a bare 431.
-	// It is well above MaxHeaderBytes so that ServeHTTP sees, logs and refuses (S11) every
-	// request between the two; net/http adds 4 KiB of slack to it anyway.
-	readLimitHeaderBytes = 1 << 20
-	probeInterval        = 5 * time.Second
-	probeTimeout         = time.Second
+	// MaxHeaderBytes bounds a request's head. It is net/http's own limit too, so no more than
+	// it (plus net/http's 4 KiB of read slack) is ever read for one: a head that net/http
+	// still read but is over the limit is 431 header-too-large from ServeHTTP, with its log
+	// line; beyond that net/http answers its own bare 431 and closes (README, "Choices").
+	MaxHeaderBytes = 64 << 10
+	probeInterval  = 5 * time.Second
+	probeTimeout   = time.Second
 )
 
 // Config is what a Server needs. The zero value of every field but StateHome has a useful default.
@@ -55,6 +55,12 @@ type Config struct {
 
 	Logger *slog.Logger     // default: JSON on stderr
 	Now    func() time.Time // default: time.Now
+
+	// BodyIdleTimeout cuts off a request body that sends nothing for this long (S9). Zero:
+	// proxy.BodyIdleTimeout (60 s).
+	BodyIdleTimeout time.Duration
+	// AfterFunc starts the hop's timers; nil: time.AfterFunc. Tests pass a fake clock.
+	AfterFunc proxy.AfterFunc
 }
 
 // A Server is the loopback door. It is an http.Handler; Serve runs it on a listener with the
@@ -125,6 +131,10 @@ func New(cfg Config) (*Server, error) {
 	// The fleet token rides on every hop: only a console run by this same user may receive it,
 	// never a process of someone else that took a dead console's port.
 	s.hop = proxy.NewHop(cfg.Logger, reg.markDown, dialOwnWithTimeout)
+	if cfg.BodyIdleTimeout > 0 {
+		s.hop.BodyIdleTimeout = cfg.BodyIdleTimeout
+	}
+	s.hop.AfterFunc = cfg.AfterFunc
 	s.httpSrv = s.newHTTPServer(s)
 	return s, nil
 }
@@ -142,9 +152,10 @@ func (s *Server) newHTTPServer(h http.Handler) *http.Server {
 		Handler:           h,
 		ReadHeaderTimeout: ReadHeaderTimeout,
 		IdleTimeout:       IdleTimeout,
-		MaxHeaderBytes:    readLimitHeaderBytes,
+		MaxHeaderBytes:    MaxHeaderBytes,
 		ConnContext:       s.verifier.connContext,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		// Accept errors, panics in a handler: operational errors are seen (S9).
+		ErrorLog: proxy.WarnLogger(s.log, "fleet.http-error"),
 	}
 }
 
@@ -253,20 +264,39 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		refuse(ref)
 		return
 	}
+	// S7: on a console path, bad-path and hooks answer before the upgrade and Origin checks
+	// (a hooks path is 403 hooks whatever else the request carries). The redirect of
+	// "/c/<id>" waits until the request has passed them.
+	isConsole := proxy.IsConsolePath(r.RequestURI)
+	var route proxy.Route
+	var redirect *proxy.Refusal
+	if isConsole {
+		var ref *proxy.Refusal
+		route, ref = proxy.JudgePath(r.RequestURI)
+		if ref != nil && ref.Status != http.StatusPermanentRedirect {
+			refuse(ref)
+			return
+		}
+		redirect = ref
+	}
 	if ref := proxy.CheckUpgrade(r); ref != nil { // S9
 		refuse(ref)
 		return
 	}
-	if ref := proxy.CheckOrigin(r, proxy.RequestProto(r, throughServe(r))); ref != nil { // S12
-		refuse(ref)
-		return
+	if len(r.Header["Origin"]) != 0 { // S12 (throughServe is only worth a look when it matters)
+		if ref := proxy.CheckOrigin(r, proxy.RequestProto(r, throughServe(r))); ref != nil {
+			refuse(ref)
+			return
+		}
 	}
 	rawPath, _, _ := strings.Cut(r.RequestURI, "?")
 	switch {
 	case strings.HasPrefix(rawPath, "/fleet/"):
 		s.serveAPI(w, r, rawPath)
-	case proxy.IsConsolePath(r.RequestURI):
-		s.serveConsole(w, r)
+	case isConsole && redirect != nil:
+		http.Redirect(w, r, redirect.Detail, http.StatusPermanentRedirect)
+	case isConsole:
+		s.serveConsole(w, r, route)
 	case rawPath == "/":
 		s.serveIndex(w, r)
 	default:
@@ -274,18 +304,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// serveConsole is /c/<id>/…: judge the path (S7), verify the caller (S5), find the console, hop.
-func (s *Server) serveConsole(w http.ResponseWriter, r *http.Request) {
+// serveConsole is /c/<id>/… with its path judged (S7): verify the caller (S5), find the console,
+// hop.
+func (s *Server) serveConsole(w http.ResponseWriter, r *http.Request, route proxy.Route) {
 	refuse := func(ref *proxy.Refusal) { proxy.WriteRefusal(w, r, s.log, ref) }
-	route, ref := proxy.JudgePath(r.RequestURI)
-	if ref != nil {
-		if ref.Status == http.StatusPermanentRedirect {
-			http.Redirect(w, r, ref.Detail, http.StatusPermanentRedirect)
-			return
-		}
-		refuse(ref)
-		return
-	}
 	if strings.EqualFold(r.Method, http.MethodConnect) || strings.EqualFold(r.Method, http.MethodTrace) {
 		// CONNECT would tunnel past the hop; TRACE would echo the assertion back to the caller.
 		refuse(proxy.Refuse(http.StatusMethodNotAllowed, "method", "CONNECT and TRACE are not served"))

@@ -1,0 +1,73 @@
+package proxy
+
+import (
+	"net/http"
+	"testing"
+)
+
+// The per-request costs of the hop's judgement (issue: 0 allocations in path judgement; header
+// folding without an allocation per name). Run with
+//
+//	go test -run=NONE -bench=. -benchmem ./proxy
+
+// benchHeader is what Tailscale Serve sends for a browser's page load, give or take.
+func benchHeader() http.Header {
+	return http.Header{
+		"Host":                 {"sup.tail1234.ts.net"},
+		"User-Agent":           {"Mozilla/5.0 (X11; Linux x86_64) Gecko/20100101 Firefox/128.0"},
+		"Accept":               {"text/html,application/xhtml+xml"},
+		"Accept-Language":      {"en-GB,en;q=0.5"},
+		"Accept-Encoding":      {"gzip, deflate, br"},
+		"Cookie":               {"session=abc"},
+		"Sec-Fetch-Mode":       {"navigate"},
+		"X-Forwarded-For":      {"100.101.102.103"},
+		"X-Forwarded-Host":     {"sup.tail1234.ts.net"},
+		"X-Forwarded-Proto":    {"https"},
+		"Tailscale-User-Login": {"alice@example.com"},
+		"Tailscale-User-Name":  {"Alice"},
+	}
+}
+
+func BenchmarkJudgePathEscaped(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		JudgePath("/c/alpha/static/%C3%A4pp.js")
+	}
+}
+
+func BenchmarkCheckNoAssertion(b *testing.B) {
+	r := &http.Request{Header: benchHeader()}
+	b.ReportAllocs()
+	for b.Loop() {
+		if CheckNoAssertion(r) != nil {
+			b.Fatal("refused")
+		}
+	}
+}
+
+// BenchmarkScrubIdentity scrubs a fresh copy of the headers each time, as the hop does (the
+// ReverseProxy clones the inbound headers); the clone is measured by BenchmarkHeaderClone.
+func BenchmarkScrubIdentity(b *testing.B) {
+	h := benchHeader()
+	hs := make([]http.Header, 0, 1024)
+	b.ReportAllocs()
+	for b.Loop() {
+		if len(hs) == 0 {
+			b.StopTimer()
+			for range cap(hs) {
+				hs = append(hs, h.Clone())
+			}
+			b.StartTimer()
+		}
+		ScrubIdentity(hs[len(hs)-1])
+		hs = hs[:len(hs)-1]
+	}
+}
+
+func BenchmarkHeaderClone(b *testing.B) {
+	h := benchHeader()
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = h.Clone()
+	}
+}

@@ -1,0 +1,273 @@
+package supervisor
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/phase-console/fleet/proxy"
+)
+
+// fakeClock is the hop's clock in these tests: its timers fire only when the test moves it on,
+// so "60 s of silence" takes no time and a slow body is slow by the clock, not by sleeping.
+type fakeClock struct {
+	mu     sync.Mutex
+	now    time.Duration
+	timers []*fakeTimer
+	armed  chan struct{} // a timer was armed (buffered 1, never blocks)
+}
+
+type fakeTimer struct {
+	c      *fakeClock
+	at     time.Duration
+	f      func()
+	active bool
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{armed: make(chan struct{}, 1)} }
+
+func (c *fakeClock) AfterFunc(d time.Duration, f func()) proxy.Timer {
+	t := &fakeTimer{c: c, f: f}
+	c.mu.Lock()
+	c.timers = append(c.timers, t)
+	c.mu.Unlock()
+	t.Reset(d)
+	return t
+}
+
+func (t *fakeTimer) Reset(d time.Duration) bool {
+	t.c.mu.Lock()
+	was := t.active
+	t.at, t.active = t.c.now+d, true
+	t.c.mu.Unlock()
+	select {
+	case t.c.armed <- struct{}{}:
+	default:
+	}
+	return was
+}
+
+func (t *fakeTimer) Stop() bool {
+	t.c.mu.Lock()
+	defer t.c.mu.Unlock()
+	was := t.active
+	t.active = false
+	return was
+}
+
+// advance moves the clock on by d and fires (each in its own goroutine, as time.AfterFunc does)
+// every armed timer that is due.
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.now += d
+	var due []func()
+	for _, t := range c.timers {
+		if t.active && t.at <= c.now {
+			t.active = false
+			due = append(due, t.f)
+		}
+	}
+	c.mu.Unlock()
+	for _, f := range due {
+		go f()
+	}
+}
+
+// waitArmed waits until some timer is armed (a Read of the body is waiting for the caller).
+func (c *fakeClock) waitArmed(t *testing.T) {
+	t.Helper()
+	deadline := time.After(waitLimit)
+	for {
+		c.mu.Lock()
+		for _, tm := range c.timers {
+			if tm.active {
+				c.mu.Unlock()
+				return
+			}
+		}
+		c.mu.Unlock()
+		select {
+		case <-c.armed:
+		case <-deadline:
+			t.Fatal("gave up waiting for the hop to wait for the body")
+		}
+	}
+}
+
+// trickleConsole reads request bodies one byte at a time and reports each byte, then what the
+// whole body was and the error that ended it (nil when it ended well).
+type trickleConsole struct {
+	ln   net.Listener
+	got  chan byte
+	done chan trickleEnd
+}
+
+type trickleEnd struct {
+	body string
+	err  error
+}
+
+func newTrickleConsole(t *testing.T) *trickleConsole {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &trickleConsole{ln: ln, got: make(chan byte, 64), done: make(chan trickleEnd, 4)}
+	srv := &http.Server{Handler: http.HandlerFunc(c.serve)}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return c
+}
+
+func (c *trickleConsole) serve(w http.ResponseWriter, r *http.Request) {
+	var body []byte
+	var b [1]byte
+	var err error
+	for {
+		var n int
+		n, err = r.Body.Read(b[:])
+		if n == 1 {
+			body = append(body, b[0])
+			c.got <- b[0]
+		}
+		if err != nil {
+			break
+		}
+	}
+	if errors.Is(err, io.EOF) {
+		err = nil
+	}
+	c.done <- trickleEnd{string(body), err}
+	if err == nil {
+		io.WriteString(w, "got "+string(body))
+	}
+}
+
+func (c *trickleConsole) wantByte(t *testing.T, want byte) {
+	t.Helper()
+	select {
+	case b := <-c.got:
+		if b != want {
+			t.Fatalf("console read %q, want %q", b, want)
+		}
+	case <-time.After(waitLimit):
+		t.Fatalf("gave up waiting for the console to read %q", want)
+	}
+}
+
+func (c *trickleConsole) end(t *testing.T) trickleEnd {
+	t.Helper()
+	select {
+	case e := <-c.done:
+		return e
+	case <-time.After(waitLimit):
+		t.Fatal("gave up waiting for the console's request to end")
+	}
+	return trickleEnd{}
+}
+
+func withClock(c *fakeClock) doorOption {
+	return func(cfg *Config) { cfg.AfterFunc = c.AfterFunc }
+}
+
+// TestStalledBodyCut_S9: a request body that sends nothing for 60 s (by the hop's clock) is cut
+// off: 408 body-timeout, one fleet.rejected line, the console's request aborted (its body read
+// fails), and the caller's connection closed.
+func TestStalledBodyCut_S9(t *testing.T) {
+	clk := newFakeClock()
+	d := startDoor(t, withClock(clk))
+	slow := newTrickleConsole(t)
+	if _, err := d.srv.Registry().Put(Console{ID: "slow", Addr: slow.ln.Addr().String()}); err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range []struct {
+		name  string
+		head  string
+		first string
+	}{
+		{"S9 chunked body stalls after one byte", serveReq("POST", "/c/slow/upload", "Transfer-Encoding: chunked"), "1\r\na\r\n"},
+		{"S9 Content-Length body stalls after one byte", serveReq("POST", "/c/slow/upload", "Content-Length: 10"), "a"},
+	} {
+		t.Run(row.name, func(t *testing.T) {
+			logsBefore := len(d.logs.Events("fleet.rejected"))
+			conn := d.dial(t)
+			defer conn.Close()
+			if _, err := io.WriteString(conn, crlf(row.head)+row.first); err != nil {
+				t.Fatal(err)
+			}
+			if row.first == "a" {
+				// With a Content-Length, the Transport buffers the first byte: the console
+				// sees the request's head only. Wait for the hop to wait for more.
+				clk.waitArmed(t)
+			} else {
+				slow.wantByte(t, 'a')
+				clk.waitArmed(t)
+			}
+			clk.advance(proxy.BodyIdleTimeout)
+
+			br := bufio.NewReader(conn)
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("reading the answer: %v", err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusRequestTimeout || resp.Header.Get("X-Fleet-Reason") != "body-timeout" {
+				t.Errorf("got %d %q, want 408 body-timeout", resp.StatusCode, resp.Header.Get("X-Fleet-Reason"))
+			}
+			if _, err := br.ReadByte(); err != io.EOF {
+				t.Errorf("the connection stayed open after the cut (read: %v)", err)
+			}
+			if e := slow.end(t); e.err == nil {
+				t.Errorf("the console's request ended well with body %q; it must be aborted", e.body)
+			}
+			d.wantRejectedLine(t, logsBefore, row.head, "body-timeout")
+			if n := len(d.logs.Events("fleet.console-down")); n != 0 {
+				t.Errorf("a caller's stalled body marked the console down (%d lines)", n)
+			}
+		})
+	}
+}
+
+// TestSlowBodyNotCut_S9: a body that keeps moving is never cut, however long it takes in all:
+// five bytes, 50 s apart by the hop's clock (250 s in all), reach the console whole.
+func TestSlowBodyNotCut_S9(t *testing.T) {
+	clk := newFakeClock()
+	d := startDoor(t, withClock(clk))
+	slow := newTrickleConsole(t)
+	if _, err := d.srv.Registry().Put(Console{ID: "slow", Addr: slow.ln.Addr().String()}); err != nil {
+		t.Fatal(err)
+	}
+	conn := d.dial(t)
+	defer conn.Close()
+	if _, err := io.WriteString(conn, crlf(serveReq("POST", "/c/slow/upload", "Transfer-Encoding: chunked"))); err != nil {
+		t.Fatal(err)
+	}
+	const body = "hello"
+	for i := 0; i < len(body); i++ {
+		if _, err := io.WriteString(conn, "1\r\n"+body[i:i+1]+"\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		slow.wantByte(t, body[i])
+		clk.advance(proxy.BodyIdleTimeout * 5 / 6)
+	}
+	if _, err := io.WriteString(conn, "0\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || string(got) != "got "+body {
+		t.Errorf("got %d %q %q, want 200 %q", resp.StatusCode, resp.Header.Get("X-Fleet-Reason"), got, "got "+body)
+	}
+	if e := slow.end(t); e.err != nil || e.body != body {
+		t.Errorf("console got %q, %v; want %q whole", e.body, e.err, body)
+	}
+}
