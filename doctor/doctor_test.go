@@ -6,19 +6,21 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/phase-console/fleet/internal/state"
-	"github.com/phase-console/fleet/supervisor"
 	"tailscale.com/client/local"
 	"tailscale.com/client/tailscale/apitype"
 	"tailscale.com/ipn"
 	"tailscale.com/ipn/ipnstate"
+
+	"github.com/phase-console/fleet/internal/state"
+	"github.com/phase-console/fleet/internal/supervisortest"
+	"github.com/phase-console/fleet/supervisor"
 )
 
 // fakeTailscaled answers the doctor's LocalAPI calls (and the supervisor's WhoIs).
@@ -88,35 +90,9 @@ func serveConfig(port uint16, http bool, mount, proxy string) *ipn.ServeConfig {
 // supervisor.addr. It returns the port.
 func startSupervisor(t *testing.T, home string) int {
 	t.Helper()
-	srv, err := supervisor.New(supervisor.Config{StateHome: home, LocalAPI: supervisorAPI{&fakeTailscaled{status: &ipnstate.Status{TUN: true}}},
+	d := supervisortest.Start(t, supervisor.Config{StateHome: home, LocalAPI: supervisorAPI{&fakeTailscaled{status: &ipnstate.Status{TUN: true}}},
 		TailscaledUID: os.Getuid(), Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { srv.ListenAndServe(ctx, port); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	addrFile := filepath.Join(state.FleetDir(home), state.AddrFile)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if b, err := os.ReadFile(addrFile); err == nil && strings.TrimSpace(string(b)) != "" {
-			if c, err := net.Dial("tcp", strings.TrimSpace(string(b))); err == nil {
-				c.Close()
-				return port
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("supervisor did not start")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	return int(netip.MustParseAddrPort(d.Addr).Port())
 }
 
 func newHome(t *testing.T) string {

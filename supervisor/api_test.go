@@ -145,10 +145,10 @@ func TestAPIBearerRefused_S8(t *testing.T) {
 			}
 		})
 	}
-	if _, ok := d.srv.Registry().Get("mallory"); ok {
+	if _, ok := d.srv.registry.Get("mallory"); ok {
 		t.Error("a refused POST registered a console")
 	}
-	if _, ok := d.srv.Registry().Get("alpha"); !ok {
+	if _, ok := d.srv.registry.Get("alpha"); !ok {
 		t.Error("a refused DELETE removed a console")
 	}
 }
@@ -183,10 +183,10 @@ func TestAPILocalOnly_S8(t *testing.T) {
 			}
 		})
 	}
-	if _, ok := d.srv.Registry().Get("mallory"); ok {
+	if _, ok := d.srv.registry.Get("mallory"); ok {
 		t.Error("a refused POST registered a console")
 	}
-	if _, ok := d.srv.Registry().Get("alpha"); !ok {
+	if _, ok := d.srv.registry.Get("alpha"); !ok {
 		t.Error("a refused DELETE removed a console")
 	}
 }
@@ -226,7 +226,7 @@ func TestAPIRegistrationValidated_S8(t *testing.T) {
 			d.wantRejected(t, d.localReq("POST", "/fleet/v1/consoles", row.body, d.bearer()), http.StatusBadRequest, "bad-registration")
 		})
 	}
-	if got := len(d.srv.Registry().List()); got != 1 {
+	if got := len(d.srv.registry.List()); got != 1 {
 		t.Errorf("%d consoles registered after only refusals, want alpha alone", got)
 	}
 	t.Run("S8 addr [::1]:9001 is fine", func(t *testing.T) {
@@ -305,7 +305,7 @@ func TestProbeShowsDown_S8(t *testing.T) {
 		t.Fatalf("before the probe: gamma up=%v alpha up=%v", c["gamma"].Up, c["alpha"].Up)
 	}
 	gamma.srv.Close()
-	d.srv.Registry().Probe(context.Background(), time.Second)
+	d.srv.registry.Probe(context.Background(), time.Second)
 	c := listConsoles(t, d)
 	if c["gamma"].Up {
 		t.Error(`after the probe gamma still shows "up": true`)

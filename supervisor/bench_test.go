@@ -100,7 +100,7 @@ func BenchmarkVerifiedForwardParallel(b *testing.B) {
 		b.Run(fmt.Sprintf("%dB", size), func(b *testing.B) {
 			d := startDoor(b)
 			addr, conns := benchConsole(b, size)
-			if _, err := d.srv.Registry().Put(Console{ID: "bench", Addr: addr}); err != nil {
+			if _, err := d.srv.registry.Put(Console{ID: "bench", Addr: addr}); err != nil {
 				b.Fatal(err)
 			}
 			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true}}

@@ -182,7 +182,7 @@ func TestStalledBodyCut_S9(t *testing.T) {
 	clk := newFakeClock()
 	d := startDoor(t, withClock(clk))
 	slow := newTrickleConsole(t)
-	if _, err := d.srv.Registry().Put(Console{ID: "slow", Addr: slow.ln.Addr().String()}); err != nil {
+	if _, err := d.srv.registry.Put(Console{ID: "slow", Addr: slow.ln.Addr().String()}); err != nil {
 		t.Fatal(err)
 	}
 	for _, row := range []struct {
@@ -240,7 +240,7 @@ func TestSlowBodyNotCut_S9(t *testing.T) {
 	clk := newFakeClock()
 	d := startDoor(t, withClock(clk))
 	slow := newTrickleConsole(t)
-	if _, err := d.srv.Registry().Put(Console{ID: "slow", Addr: slow.ln.Addr().String()}); err != nil {
+	if _, err := d.srv.registry.Put(Console{ID: "slow", Addr: slow.ln.Addr().String()}); err != nil {
 		t.Fatal(err)
 	}
 	conn := d.dial(t)

@@ -32,7 +32,7 @@ func TestSupervisorAndReferenceConsole_S6_C4(t *testing.T) {
 	reg := &refconsole.Registrar{ID: "ref", Name: "Reference", Addr: addr,
 		FleetDir: state.FleetDir(d.home), Supervisor: d.addr, Token: v.Bearer, Logger: slog.New(slog.DiscardHandler)}
 	go func() { reg.Run(ctx); close(regDone) }()
-	pollUntil(t, "the console to register", func() bool { _, ok := d.srv.Registry().Get("ref"); return ok })
+	pollUntil(t, "the console to register", func() bool { _, ok := d.srv.registry.Get("ref"); return ok })
 
 	get := func(path string) *http.Response {
 		t.Helper()
@@ -111,7 +111,7 @@ func TestSupervisorAndReferenceConsole_S6_C4(t *testing.T) {
 	// The console deregisters on exit.
 	cancel()
 	<-regDone
-	if _, ok := d.srv.Registry().Get("ref"); ok {
+	if _, ok := d.srv.registry.Get("ref"); ok {
 		t.Error("the console is still registered after it exited")
 	}
 }
@@ -135,7 +135,7 @@ func pollUntil(t testing.TB, what string, cond func() bool) {
 func TestTokenRotationFailsNoRequest_C1(t *testing.T) {
 	d := startDoor(t)
 	_, addr := startRefConsole(t, d)
-	if _, err := d.srv.Registry().Put(Console{ID: "ref", Addr: addr}); err != nil {
+	if _, err := d.srv.registry.Put(Console{ID: "ref", Addr: addr}); err != nil {
 		t.Fatal(err)
 	}
 	whoami := func() int {

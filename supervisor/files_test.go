@@ -2,7 +2,6 @@ package supervisor
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -62,27 +61,24 @@ func freePort(t *testing.T) int {
 	return port
 }
 
-// TestListenAndServeLoopbackOnly_S1: ListenAndServe binds 127.0.0.1:<port> and nothing wider,
-// writes supervisor.addr (0600) once listening, serves, and stops when its context ends.
-func TestListenAndServeLoopbackOnly_S1(t *testing.T) {
+// TestListenLoopbackOnly_S1: Listen binds 127.0.0.1:<port> and nothing wider; PublishAddr writes
+// supervisor.addr (0600); the door serves there, and stops answering after Close.
+func TestListenLoopbackOnly_S1(t *testing.T) {
 	home := filepath.Join(t.TempDir(), "state")
-	logs := &eventWriter{event: "fleet.listening", seen: make(chan struct{})}
-	srv, err := newServer(t, home, logs)
+	srv, err := newServer(t, home, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	port := freePort(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- srv.ListenAndServe(ctx, port) }()
-	select {
-	case <-logs.seen:
-	case err := <-done:
-		t.Fatalf("ListenAndServe returned before listening: %v", err)
-	case <-time.After(waitLimit):
-		t.Fatal("gave up waiting for fleet.listening")
+	ln, err := Listen(port)
+	if err != nil {
+		t.Fatal(err)
 	}
+	if err := srv.PublishAddr(ln.Addr().String()); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
 
 	addrFile := filepath.Join(state.FleetDir(home), state.AddrFile)
 	want := "127.0.0.1:" + strconv.Itoa(port)
@@ -130,18 +126,18 @@ func TestListenAndServeLoopbackOnly_S1(t *testing.T) {
 		}
 	})
 
-	cancel()
+	srv.Close()
 	select {
 	case err := <-done:
-		if err != nil {
-			t.Errorf("ListenAndServe after cancel: %v", err)
+		if !errors.Is(err, http.ErrServerClosed) {
+			t.Errorf("Serve after Close: %v", err)
 		}
 	case <-time.After(waitLimit):
-		t.Fatal("ListenAndServe did not return after its context ended")
+		t.Fatal("Serve did not return after Close")
 	}
 	if c, err := net.DialTimeout("tcp", want, time.Second); err == nil {
 		c.Close()
-		t.Error("the door still answers after its context ended")
+		t.Error("the door still answers after Close")
 	}
 }
 
@@ -153,7 +149,7 @@ func TestFreshStateFolder_F1(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := srv.Registry().Put(Console{ID: "alpha", Addr: "127.0.0.1:9001"}); err != nil {
+	if _, err := srv.registry.Put(Console{ID: "alpha", Addr: "127.0.0.1:9001"}); err != nil {
 		t.Fatal(err)
 	}
 	dir := state.FleetDir(home)
@@ -389,11 +385,11 @@ func TestRegistryWriteFailureChangesNothing_F2(t *testing.T) {
 	if strings.Contains(r.body, dir) {
 		t.Errorf("the page shows the state folder: %q", r.body)
 	}
-	if _, ok := d.srv.Registry().Get("beta"); ok {
+	if _, ok := d.srv.registry.Get("beta"); ok {
 		t.Error("the failed registration is in the registry")
 	}
 	d.wantRejected(t, d.localReq("DELETE", "/fleet/v1/consoles/alpha", "", d.bearer()), http.StatusInternalServerError, "registry")
-	if _, ok := d.srv.Registry().Get("alpha"); !ok {
+	if _, ok := d.srv.registry.Get("alpha"); !ok {
 		t.Error("the failed removal removed alpha")
 	}
 	entries, _ := os.ReadDir(dir)
@@ -418,17 +414,9 @@ func TestTooOpenAddrFileRefused_F1(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.Chmod(path, 0o644)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- srv.ListenAndServe(ctx, freePort(t)) }()
-	select {
-	case err = <-done:
-	case <-time.After(waitLimit):
-		t.Fatal("ListenAndServe started over a 0644 supervisor.addr")
-	}
+	err = srv.PublishAddr("127.0.0.1:7420")
 	if err == nil || !strings.Contains(err.Error(), "chmod 600 "+path) {
-		t.Fatalf("ListenAndServe: %v; want an error naming chmod 600 %s", err, path)
+		t.Fatalf("PublishAddr: %v; want an error naming chmod 600 %s", err, path)
 	}
 	st, _ := os.Stat(path)
 	if b, _ := os.ReadFile(path); string(b) != "127.0.0.1:1\n" || st.Mode().Perm() != 0o644 {

@@ -56,7 +56,7 @@ func (d *door) bearer() string { return "Authorization: Bearer " + d.token }
 func (d *door) addConsole(t *testing.T, id string) *echoConsole {
 	t.Helper()
 	e := newEchoConsole(t)
-	if _, err := d.srv.Registry().Put(Console{ID: id, Addr: e.addr(), Name: id}); err != nil {
+	if _, err := d.srv.registry.Put(Console{ID: id, Addr: e.addr(), Name: id}); err != nil {
 		t.Fatal(err)
 	}
 	return e

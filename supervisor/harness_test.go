@@ -286,7 +286,7 @@ func startDoorAt(t testing.TB, home string, tn *fakeTailnet, opts ...doorOption)
 	}
 	d := &door{t: t, srv: srv, addr: ln.Addr().String(), home: home, tailnet: tn, logs: logs, token: tok}
 	d.alpha = newEchoConsole(t)
-	if _, err := srv.Registry().Put(Console{ID: "alpha", Addr: d.alpha.addr(), Name: "Alpha"}); err != nil {
+	if _, err := srv.registry.Put(Console{ID: "alpha", Addr: d.alpha.addr(), Name: "Alpha"}); err != nil {
 		t.Fatal(err)
 	}
 	return d

@@ -131,10 +131,10 @@ func TestCrossOriginRefused_S12(t *testing.T) {
 			d.wantRejected(t, row.req, http.StatusForbidden, "cross-origin")
 		})
 	}
-	if _, ok := d.srv.Registry().Get("mallory"); ok {
+	if _, ok := d.srv.registry.Get("mallory"); ok {
 		t.Error("a cross-origin POST registered a console")
 	}
-	if _, ok := d.srv.Registry().Get("alpha"); !ok {
+	if _, ok := d.srv.registry.Get("alpha"); !ok {
 		t.Error("a cross-origin DELETE removed a console")
 	}
 }

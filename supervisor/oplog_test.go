@@ -41,7 +41,7 @@ func TestBrokenConsoleBodyWarns_S9(t *testing.T) {
 	})}
 	go broken.Serve(ln)
 	t.Cleanup(func() { broken.Close() })
-	if _, err := d.srv.Registry().Put(Console{ID: "broken", Addr: ln.Addr().String()}); err != nil {
+	if _, err := d.srv.registry.Put(Console{ID: "broken", Addr: ln.Addr().String()}); err != nil {
 		t.Fatal(err)
 	}
 

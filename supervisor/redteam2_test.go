@@ -352,14 +352,14 @@ func TestRedTeam2_S8_RegistryChurnWhileForwarding(t *testing.T) {
 		for i := 0; ; i++ {
 			select {
 			case <-stop:
-				d.srv.Registry().Put(Console{ID: "alpha", Addr: a.addr()})
+				d.srv.registry.Put(Console{ID: "alpha", Addr: a.addr()})
 				return
 			default:
 			}
 			if i%4 == 3 {
-				d.srv.Registry().Delete("alpha")
+				d.srv.registry.Delete("alpha")
 			} else {
-				d.srv.Registry().Put(Console{ID: "alpha", Addr: addrs[i%len(addrs)]})
+				d.srv.registry.Put(Console{ID: "alpha", Addr: addrs[i%len(addrs)]})
 			}
 		}
 	}()
@@ -521,7 +521,7 @@ func TestRedTeam2HelperProcess(t *testing.T) {
 		if err != nil {
 			fail(err)
 		}
-		if _, err := srv.Registry().Put(Console{ID: "alpha", Addr: console.Listener.Addr().String()}); err != nil {
+		if _, err := srv.registry.Put(Console{ID: "alpha", Addr: console.Listener.Addr().String()}); err != nil {
 			fail(err)
 		}
 		ln, err := net.Listen("tcp4", "127.0.0.1:0")

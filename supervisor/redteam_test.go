@@ -81,7 +81,7 @@ func newRTConsole(t *testing.T, d *door, id string, h func(w http.ResponseWriter
 	})}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
-	if _, err := d.srv.Registry().Put(Console{ID: id, Addr: c.addr, Name: id}); err != nil {
+	if _, err := d.srv.registry.Put(Console{ID: id, Addr: c.addr, Name: id}); err != nil {
 		t.Fatal(err)
 	}
 	return c
@@ -487,7 +487,7 @@ func TestRedTeam_S8_AddrValidation(t *testing.T) {
 			t.Errorf("addr %q: got %d %q, want 400 bad-registration", addr, r.status, r.reason)
 		}
 	}
-	if _, ok := d.srv.Registry().Get("probe"); ok {
+	if _, ok := d.srv.registry.Get("probe"); ok {
 		t.Error("a refused registration was kept")
 	}
 }
@@ -517,7 +517,7 @@ func TestRedTeam_S8_JSONTricks(t *testing.T) {
 			t.Errorf("%.80s: got %d", body, r.status)
 		}
 	}
-	if _, ok := d.srv.Registry().Get("alpha2"); ok {
+	if _, ok := d.srv.registry.Get("alpha2"); ok {
 		t.Error("a refused registration was kept")
 	}
 	// A name is shown escaped on the index page.
@@ -719,7 +719,7 @@ func TestRedTeam_S11_TokenNeverInLogsOrPages(t *testing.T) {
 		}
 	}
 	// A console that is down: the 502 page.
-	d.srv.Registry().Put(Console{ID: "gone", Addr: "127.0.0.1:1", Name: "gone"})
+	d.srv.registry.Put(Console{ID: "gone", Addr: "127.0.0.1:1", Name: "gone"})
 	bodies = append(bodies, d.raw(serveReq("GET", "/c/gone/?"+tok)).body)
 	for _, b := range bodies {
 		if strings.Contains(b, tok) {
@@ -858,7 +858,7 @@ func TestHopRefusesConsoleOfOtherUser_S6(t *testing.T) {
 		t.Fatalf("squatter: %q %v", line, err)
 	}
 	addr := "127.0.0.1:" + strings.TrimSpace(strings.TrimPrefix(line, "PORT "))
-	if _, err := d.srv.Registry().Put(Console{ID: "squat", Addr: addr}); err != nil {
+	if _, err := d.srv.registry.Put(Console{ID: "squat", Addr: addr}); err != nil {
 		t.Fatal(err)
 	}
 	r := d.raw(serveReq("GET", "/c/squat/"))

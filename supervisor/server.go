@@ -16,11 +16,12 @@ import (
 	"syscall"
 	"time"
 
+	"tailscale.com/client/local"
+	"tailscale.com/paths"
+
 	"github.com/phase-console/fleet/internal/peercred"
 	"github.com/phase-console/fleet/internal/state"
 	"github.com/phase-console/fleet/proxy"
-	"tailscale.com/client/local"
-	"tailscale.com/paths"
 )
 
 // DefaultPort is the loopback door's port (SPEC S1).
@@ -159,9 +160,6 @@ func (s *Server) newHTTPServer(h http.Handler) *http.Server {
 	}
 }
 
-// Registry is the server's console registry.
-func (s *Server) Registry() *Registry { return s.registry }
-
 func (s *Server) tailscaledUID() (uint32, error) {
 	if s.cfg.TailscaledUID >= 0 {
 		return uint32(s.cfg.TailscaledUID), nil
@@ -196,32 +194,16 @@ func (s *Server) Serve(ln net.Listener) error {
 	return s.httpSrv.Serve(ln)
 }
 
-// ListenAndServe listens on 127.0.0.1:port (SPEC S1: nothing wider, ever), writes
-// supervisor.addr once listening, and serves until ctx is done.
-func (s *Server) ListenAndServe(ctx context.Context, port int) error {
-	ln, err := net.Listen("tcp4", netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), uint16(port)).String())
-	if err != nil {
-		return err
-	}
-	addrFile := filepath.Join(s.fleetDir, state.AddrFile)
-	if err := state.WritePrivateFile(addrFile, []byte(ln.Addr().String()+"\n")); err != nil {
-		ln.Close()
-		return err
-	}
-	s.log.Info("fleet.listening", "addr", ln.Addr().String(), "state", s.cfg.StateHome)
-	errc := make(chan error, 1)
-	go func() { errc <- s.Serve(ln) }()
-	select {
-	case err := <-errc:
-		if errors.Is(err, http.ErrServerClosed) {
-			return nil
-		}
-		return err
-	case <-ctx.Done():
-		s.Close()
-		<-errc
-		return nil
-	}
+// Listen listens on 127.0.0.1:port, the loopback door's only address (SPEC S1: nothing wider,
+// ever; port 0 picks a free one).
+func Listen(port int) (net.Listener, error) {
+	return net.Listen("tcp4", netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), uint16(port)).String())
+}
+
+// PublishAddr writes supervisor.addr, where consoles and the CLI find the TCP door. An existing
+// file that is too open or someone else's is refused (F1), never rewritten.
+func (s *Server) PublishAddr(addr string) error {
+	return state.WritePrivateFile(filepath.Join(s.fleetDir, state.AddrFile), []byte(addr+"\n"))
 }
 
 // Close stops the server and its background work. A Serve after Close returns at once.

@@ -111,7 +111,7 @@ func TestServerSentEventsStream_S9(t *testing.T) {
 	})
 	t.Run("S9 SSE first event before the stream ends", func(t *testing.T) {
 		g := newGateConsole(t)
-		if _, err := d.srv.Registry().Put(Console{ID: "gate", Addr: g.addr()}); err != nil {
+		if _, err := d.srv.registry.Put(Console{ID: "gate", Addr: g.addr()}); err != nil {
 			t.Fatal(err)
 		}
 		conn, _, resp := d.open(serveReq("GET", "/c/gate/sse", "Accept: text/event-stream"))
@@ -221,7 +221,7 @@ func TestLargeBodyStreams_S9(t *testing.T) {
 	})
 	t.Run("S9 body not buffered", func(t *testing.T) {
 		g := newGateConsole(t)
-		if _, err := d.srv.Registry().Put(Console{ID: "gate", Addr: g.addr()}); err != nil {
+		if _, err := d.srv.registry.Put(Console{ID: "gate", Addr: g.addr()}); err != nil {
 			t.Fatal(err)
 		}
 		conn := d.dial(t)

@@ -122,16 +122,6 @@ func removeStaleSocket(path string) error {
 	return nil
 }
 
-// ServeUnix listens on the unix socket at path (ListenUnix) and serves the door there until
-// Close. It serves beside Serve or ListenAndServe, which run the background work.
-func (s *Server) ServeUnix(path string) error {
-	ln, err := ListenUnix(path)
-	if err != nil {
-		return err
-	}
-	return s.ServeUnixListener(ln)
-}
-
 // ServeUnixListener serves the door on ln (from ListenUnix) until Close, with the same timeouts
 // and checks as the TCP door. Every connection's peer is judged with SO_PEERCRED (S5a); S5b does
 // not apply to a unix socket. It returns http.ErrServerClosed after Close.

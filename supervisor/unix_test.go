@@ -122,7 +122,7 @@ func uxStart(t *testing.T, tailscaledUID int) *uxDoor {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Close() })
-	if _, err := srv.Registry().Put(Console{ID: "alpha", Addr: console.Listener.Addr().String()}); err != nil {
+	if _, err := srv.registry.Put(Console{ID: "alpha", Addr: console.Listener.Addr().String()}); err != nil {
 		t.Fatal(err)
 	}
 	d.srv = srv

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"io"
 	"net"
 	"net/http"
@@ -11,45 +10,17 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/phase-console/fleet/internal/state"
+	"github.com/phase-console/fleet/internal/supervisortest"
 	"github.com/phase-console/fleet/supervisor"
 )
 
 // startSupervisor runs a supervisor for home on a free loopback port (it writes supervisor.addr).
 func startSupervisor(t *testing.T, home string) {
 	t.Helper()
-	srv, err := supervisor.New(supervisor.Config{StateHome: home, TailscaledUID: os.Getuid(),
+	supervisortest.Start(t, supervisor.Config{StateHome: home, TailscaledUID: os.Getuid(),
 		TailscaleSocket: filepath.Join(t.TempDir(), "none.sock")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { srv.ListenAndServe(ctx, port); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	// Wait for supervisor.addr: it is written once the listener is up.
-	addrFile := filepath.Join(state.FleetDir(home), state.AddrFile)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if b, err := os.ReadFile(addrFile); err == nil && strings.TrimSpace(string(b)) != "" {
-			if c, err := net.Dial("tcp", strings.TrimSpace(string(b))); err == nil {
-				c.Close()
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("supervisor did not start")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 func runFleet(args ...string) (int, string, string) {

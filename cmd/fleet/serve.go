@@ -15,11 +15,12 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/phase-console/fleet/internal/state"
-	"github.com/phase-console/fleet/supervisor"
 	"tailscale.com/client/local"
 	"tailscale.com/ipn/ipnstate"
 	"tailscale.com/paths"
+
+	"github.com/phase-console/fleet/internal/state"
+	"github.com/phase-console/fleet/supervisor"
 )
 
 const serveSummary = "Run the supervisor: the loopback door on 127.0.0.1 for Tailscale Serve to publish."
@@ -105,7 +106,7 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) int {
 		}
 		defer unixLn.Close()
 	}
-	ln, err := net.Listen("tcp4", fmt.Sprintf("127.0.0.1:%d", o.port))
+	ln, err := supervisor.Listen(o.port)
 	if err != nil {
 		return fail("%s", portInUse(o.port, err))
 	}
@@ -124,7 +125,7 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) int {
 	}
 	defer srv.Close()
 	addrFile := filepath.Join(fleetDir, state.AddrFile)
-	if err := state.WritePrivateFile(addrFile, []byte(addr+"\n")); err != nil { // F1: a too-open file is refused
+	if err := srv.PublishAddr(addr); err != nil {
 		return fail("%v", err)
 	}
 	defer removeAddrFile(addrFile, addr)

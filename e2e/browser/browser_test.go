@@ -34,6 +34,7 @@ import (
 
 	"github.com/phase-console/fleet/console"
 	"github.com/phase-console/fleet/console/refconsole"
+	"github.com/phase-console/fleet/internal/supervisortest"
 	"github.com/phase-console/fleet/internal/testlog"
 	"github.com/phase-console/fleet/supervisor"
 )
@@ -279,18 +280,12 @@ func startFleet(t *testing.T) *fleet {
 	t.Helper()
 	home := filepath.Join(t.TempDir(), "state")
 	logs := &syncBuffer{}
-	srv, err := supervisor.New(supervisor.Config{
+	door := supervisortest.Start(t, supervisor.Config{
 		StateHome:     home,
 		LocalAPI:      serveFakeLocalAPI(t),
 		TailscaledUID: os.Getuid(),
 		Logger:        slog.New(slog.NewJSONHandler(logs, nil)),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	doorLn := listen(t)
-	go srv.Serve(doorLn)
-	t.Cleanup(func() { srv.Close() })
 
 	v, err := console.New(console.Config{StateDir: home, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -301,12 +296,10 @@ func startFleet(t *testing.T) *fleet {
 		Tick: 150 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})}
 	refLn := listen(t)
 	serveOn(t, refLn, rec)
-	if _, err := srv.Registry().Put(supervisor.Console{ID: "ref", Addr: refLn.Addr().String(), Name: "Reference console"}); err != nil {
-		t.Fatal(err)
-	}
+	door.Register(t, supervisor.Console{ID: "ref", Addr: refLn.Addr().String(), Name: "Reference console"})
 
 	serveLn := listen(t)
-	serveOn(t, serveLn, serveStandIn(doorLn.Addr().String()))
+	serveOn(t, serveLn, serveStandIn(door.Addr))
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("supervisor log:\n%s", logs.String())

@@ -20,10 +20,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/phase-console/fleet/doctor"
-	"github.com/phase-console/fleet/internal/state"
-	"github.com/phase-console/fleet/proxy"
-	"github.com/phase-console/fleet/supervisor"
 	"tailscale.com/client/local"
 	"tailscale.com/client/tailscale/apitype"
 	"tailscale.com/ipn"
@@ -35,6 +31,11 @@ import (
 	"tailscale.com/tstest/integration"
 	"tailscale.com/tstest/integration/testcontrol"
 	"tailscale.com/types/logger"
+
+	"github.com/phase-console/fleet/doctor"
+	"github.com/phase-console/fleet/internal/supervisortest"
+	"github.com/phase-console/fleet/proxy"
+	"github.com/phase-console/fleet/supervisor"
 )
 
 var verbose = flag.Bool("verbose-tailnet", false, "print the logs of control, DERP, the tsnet nodes and the supervisor")
@@ -274,30 +275,19 @@ func startFixture(t *testing.T) *fixture {
 	if *verbose {
 		logOut = os.Stderr
 	}
-	srv, err := supervisor.New(supervisor.Config{
-		StateHome:     f.home,
-		LocalAPI:      f.api,
-		TailscaledUID: os.Getuid(), // tsnet runs in this process: its backend connections are ours
-		Logger:        slog.New(slog.NewJSONHandler(logOut, nil)),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := srv.Registry().Put(supervisor.Console{ID: "alpha", Addr: f.console.srv.Listener.Addr().String(), Name: "Alpha"}); err != nil {
-		t.Fatal(err)
-	}
-	raw, err := net.Listen("tcp4", "127.0.0.1:0")
+	raw, err := supervisor.Listen(0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.ln = &countingListener{Listener: raw}
 	f.port = raw.Addr().(*net.TCPAddr).Port
-	go srv.Serve(f.ln)
-	t.Cleanup(func() { srv.Close() })
-	// What ListenAndServe writes, for fleet doctor.
-	if err := state.WriteFileAtomic(filepath.Join(state.FleetDir(f.home), state.AddrFile), []byte(raw.Addr().String()+"\n")); err != nil {
-		t.Fatal(err)
-	}
+	door := supervisortest.StartOn(t, supervisor.Config{
+		StateHome:     f.home,
+		LocalAPI:      f.api,
+		TailscaledUID: os.Getuid(), // tsnet runs in this process: its backend connections are ours
+		Logger:        slog.New(slog.NewJSONHandler(logOut, nil)),
+	}, f.ln)
+	door.Register(t, supervisor.Console{ID: "alpha", Addr: f.console.srv.Listener.Addr().String(), Name: "Alpha"})
 
 	// Publish it: tailscale serve --http=80 http://127.0.0.1:<port>.
 	if err := f.sup.lc.SetServeConfig(ctx, f.serveConfig()); err != nil {
