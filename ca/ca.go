@@ -47,6 +47,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/certmagic"
@@ -93,7 +94,7 @@ type Authority struct {
 	root    *root
 	storage *storage
 	cache   *certmagic.Cache
-	cfg     *certmagic.Config
+	cfg     atomic.Pointer[certmagic.Config] // read by the cache's maintenance goroutine
 
 	closeOnce sync.Once
 }
@@ -133,10 +134,10 @@ func Open(ctx context.Context, dir string, ip netip.Addr, opts Options) (*Author
 
 	zl := zap.New(newSlogCore(a.log.Handler()))
 	a.cache = certmagic.NewCache(certmagic.CacheOptions{
-		GetConfigForCert: func(certmagic.Certificate) (*certmagic.Config, error) { return a.cfg, nil },
+		GetConfigForCert: func(certmagic.Certificate) (*certmagic.Config, error) { return a.cfg.Load(), nil },
 		Logger:           zl,
 	})
-	a.cfg = certmagic.New(a.cache, certmagic.Config{
+	cfg := certmagic.New(a.cache, certmagic.Config{
 		RenewalWindowRatio: RenewalWindowRatio,
 		Issuers:            []certmagic.Issuer{&issuer{a: a}},
 		KeySource:          certmagic.StandardKeyGenerator{KeyType: certmagic.P256},
@@ -145,7 +146,8 @@ func Open(ctx context.Context, dir string, ip netip.Addr, opts Options) (*Author
 		DisableARI:         true,
 		Logger:             zl,
 	})
-	if err := a.cfg.ManageSync(ctx, []string{a.name}); err != nil {
+	a.cfg.Store(cfg)
+	if err := cfg.ManageSync(ctx, []string{a.name}); err != nil {
 		a.Close()
 		return nil, fmt.Errorf("ca: leaf for %s: %w", a.name, err)
 	}
@@ -161,7 +163,8 @@ func Open(ctx context.Context, dir string, ip netip.Addr, opts Options) (*Author
 	return a, nil
 }
 
-// Close stops renewing the leaf. The Authority must not be used afterwards.
+// Close stops renewing the leaf. Handshakes already under way (or still arriving on a listener
+// being shut down) keep being served the leaf it holds.
 func (a *Authority) Close() error {
 	a.closeOnce.Do(func() { a.cache.Stop() })
 	return nil
@@ -191,7 +194,7 @@ func (a *Authority) TLSConfig() *tls.Config {
 func (a *Authority) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 	c, err := a.current()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("ca: %w", err)
 	}
 	return &c.Certificate, nil
 }
@@ -205,7 +208,7 @@ func (a *Authority) current() (certmagic.Certificate, error) {
 		}
 	}
 	if best.Leaf == nil {
-		return best, errors.New("ca: no certificate for " + a.name)
+		return best, errors.New("no certificate for " + a.name)
 	}
 	return best, nil
 }
