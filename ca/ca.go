@@ -147,18 +147,20 @@ func Open(ctx context.Context, dir string, ip netip.Addr, opts Options) (*Author
 		Logger:             zl,
 	})
 	a.cfg.Store(cfg)
-	if err := cfg.ManageSync(ctx, []string{a.name}); err != nil {
-		a.Close()
-		return nil, fmt.Errorf("ca: leaf for %s: %w", a.name, err)
-	}
-	// Fail closed: what certmagic loaded must be a leaf this root made for this address.
-	c, err := a.current()
+	err = cfg.ManageSync(ctx, []string{a.name})
 	if err == nil {
-		err = a.root.verifyLeaf(c.Leaf, a.name, a.now())
+		// Fail closed: what certmagic loaded must be a leaf this root made for this address.
+		var c certmagic.Certificate
+		if c, err = a.current(); err == nil {
+			err = a.root.verifyLeaf(c.Leaf, a.name, a.now())
+		}
 	}
 	if err != nil {
 		a.Close()
-		return nil, fmt.Errorf("ca: leaf for %s: %w", a.name, err)
+		// A stored leaf that does not parse is never replaced (F2): name its folder, and say
+		// that the leaf, unlike the root, is disposable.
+		site, _ := a.storage.filename(certmagic.StorageKeys.CertsSitePrefix((&issuer{a: a}).IssuerKey(), a.name))
+		return nil, fmt.Errorf("ca: leaf for %s in %s: %w (the leaf is disposable: remove that folder to have a new one made)", a.name, site, err)
 	}
 	return a, nil
 }

@@ -42,13 +42,7 @@ func TestRefusesTooOpen_F1(t *testing.T) {
 	dir := newDir(t)
 	a := mustOpen(t, dir, "127.0.0.21", nil)
 	a.Close()
-	one := func(pattern string) string {
-		got, _ := filepath.Glob(filepath.Join(dir, pattern))
-		if len(got) != 1 {
-			t.Fatalf("%s: %v", pattern, got)
-		}
-		return got[0]
-	}
+	one := func(pattern string) string { return firstGlob(t, dir, pattern) }
 	crt, key := one("roots/*.crt"), one("roots/*.key")
 	lock := one("leaf/locks/*.lock")
 	meta := one("leaf/certificates/*/*/*.json")
@@ -124,4 +118,57 @@ func assertModeError(t *testing.T, err error, path, fix string) {
 	if !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), fix) {
 		t.Errorf("error %q does not name %s and %q", err, path, fix)
 	}
+}
+
+// TestUnparsableFileNamed_F2: a stored root or leaf file that does not parse stops Open with an
+// error naming it (the root file, or the leaf's folder); it is never replaced. Removing the
+// disposable leaf folder gets a new leaf from the same root.
+func TestUnparsableFileNamed_F2(t *testing.T) {
+	dir := newDir(t)
+	a := mustOpen(t, dir, "127.0.0.42", nil)
+	a.Close()
+	site := filepath.Dir(firstGlob(t, dir, "leaf/certificates/*/*/*.json"))
+	for _, tc := range []struct{ pattern, named string }{
+		{"roots/*.crt", ""},
+		{"roots/*.key", ""},
+		{"leaf/certificates/*/*/*.crt", site},
+		{"leaf/certificates/*/*/*.key", site},
+		{"leaf/certificates/*/*/*.json", site},
+	} {
+		t.Run(tc.pattern, func(t *testing.T) {
+			p := firstGlob(t, dir, tc.pattern)
+			named := tc.named
+			if named == "" {
+				named = p
+			}
+			orig, _ := os.ReadFile(p)
+			defer os.WriteFile(p, orig, 0o600)
+			if err := os.WriteFile(p, []byte("garbage"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := openCA(t, dir, "127.0.0.42", nil)
+			if err == nil || !strings.Contains(err.Error(), named) {
+				t.Errorf("Open = %v, want an error naming %s", err, named)
+			}
+			if got, _ := os.ReadFile(p); string(got) != "garbage" {
+				t.Errorf("%s was replaced", p)
+			}
+		})
+	}
+	if err := os.RemoveAll(site); err != nil {
+		t.Fatal(err)
+	}
+	b := mustOpen(t, dir, "127.0.0.42", nil)
+	if b.Fingerprint() != a.Fingerprint() || b.leaf(t).Equal(a.leaf(t)) {
+		t.Error("want a new leaf from the same root")
+	}
+}
+
+func firstGlob(t *testing.T, dir, pattern string) string {
+	t.Helper()
+	got, _ := filepath.Glob(filepath.Join(dir, pattern))
+	if len(got) != 1 {
+		t.Fatalf("%s: %v", pattern, got)
+	}
+	return got[0]
 }
