@@ -349,7 +349,7 @@ func TestLoadProfileFile_F1(t *testing.T) {
 			t.Fatal(err)
 		}
 		var me *state.ModeError
-		if p, err := LoadProfile(home); !errors.As(err, &me) || p.Open() || !strings.Contains(err.Error(), fmt.Sprintf("chown 0 %s", path)) {
+		if p, err := LoadProfile(home); !errors.As(err, &me) || p.Open() || !strings.Contains(err.Error(), fmt.Sprintf("chown %d %s", os.Geteuid(), path)) {
 			t.Fatalf("%+v, %v", p, err)
 		}
 	})
