@@ -1,0 +1,24 @@
+// Package reach owns the direct-reach door: the second way into fleet, for a phone that is not on
+// the tailnet, over HTTPS to one literal LAN address of this machine (SPEC R1–R9).
+//
+// What opens it: only the machine profile, <stateHome>/machine-profile.yaml, with reach.mode set
+// to direct and reach.listen set to one literal IP address and port (LoadProfile). What can never
+// open it, move it or widen it: a command-line flag, an environment variable, a console, a paired
+// device, a request of any kind; a wildcard or a hostname in the profile; a public address that
+// reach.acknowledged does not name; a profile that does not parse, has a key this package does
+// not know, or that group or world could have written. Each of those leaves the door closed with
+// an error naming the key (or the file) and the rule, and never touches the loopback door.
+//
+// Callers on the door are judged before any console sees them, and failures are counted per
+// source — the TCP peer, never a header — and overall, so that guessing is slow (Limiter).
+//
+// What exists so far:
+//
+//   - profile.go: the machine profile, parsed strictly and validated (R1–R3, F1): LoadProfile,
+//     ParseProfile, Profile, ProfileError, IsPublic.
+//   - limiter.go: the failure limiter (R6): Limiter, NewLimiter, PeerAddr.
+//
+// Still to come, in this package or beside it: the private CA and leaf (R4), the HTTPS listener
+// with Host admission (R5) and its reload on SIGHUP or a changed profile (R1), the pairing page
+// and pairing (R7, R8), and the device assertion through the shared hop (R9).
+package reach
