@@ -250,14 +250,21 @@ func TestCodeRaceProcesses_R8(t *testing.T) {
 	start := filepath.Join(t.TempDir(), "go")
 	var outs [2]bytes.Buffer
 	var cmds []*exec.Cmd
+	var readies []string
 	for i := range outs {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")
-		cmd.Env = append(os.Environ(), "PAIRING_HELPER=redeem", "PAIRING_DIR="+dir, "PAIRING_CODE="+code, "PAIRING_START="+start)
+		ready := filepath.Join(filepath.Dir(start), "ready"+strconv.Itoa(i))
+		readies = append(readies, ready)
+		cmd.Env = append(os.Environ(), "PAIRING_HELPER=redeem", "PAIRING_DIR="+dir, "PAIRING_CODE="+code,
+			"PAIRING_START="+start, "PAIRING_READY="+ready)
 		cmd.Stdout, cmd.Stderr = &outs[i], &outs[i]
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
 		cmds = append(cmds, cmd)
+	}
+	for _, ready := range readies {
+		waitFile(t, ready)
 	}
 	os.WriteFile(start, nil, 0o600) // let them all go at once
 	wins := redeemMany(dir, code, 30)
@@ -277,14 +284,17 @@ func TestCodeRaceProcesses_R8(t *testing.T) {
 	}
 }
 
-// redeemMany redeems code from n goroutines; it returns how many succeeded, or -1000 on an error
+// redeemMany redeems code from n goroutines, with a password check that takes a while; it returns how many succeeded, or -1000 on an error
 // other than ErrCodeUsed.
 func redeemMany(dir, code string, n int) int {
 	var wins, bad atomic.Int32
 	var wg sync.WaitGroup
 	for range n {
 		wg.Go(func() {
-			_, err := Redeem(dir, code, t0, func() (bool, error) { return true, nil })
+			_, err := Redeem(dir, code, t0, func() (bool, error) {
+				time.Sleep(10 * time.Millisecond) // as scrypt takes a while: a wide window for a race
+				return true, nil
+			})
 			switch {
 			case err == nil:
 				wins.Add(1)
@@ -300,6 +310,20 @@ func redeemMany(dir, code string, n int) int {
 	return int(wins.Load())
 }
 
+// waitFile waits for path to exist: a start line between processes, not an assertion; never
+// forever.
+func waitFile(t *testing.T, path string) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never came", path)
+		}
+	}
+}
+
 // TestHelperProcess is not a test: the cross-process tests run the test binary again to be the
 // other process (PAIRING_HELPER says what to do).
 func TestHelperProcess(t *testing.T) {
@@ -308,15 +332,8 @@ func TestHelperProcess(t *testing.T) {
 	case "":
 		t.Skip("helper for the cross-process tests")
 	case "redeem":
-		// Wait for the go (a start line, not an assertion), and never forever.
-		for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
-			if _, err := os.Stat(os.Getenv("PAIRING_START")); err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("no start")
-			}
-		}
+		os.WriteFile(os.Getenv("PAIRING_READY"), nil, 0o600)
+		waitFile(t, os.Getenv("PAIRING_START"))
 		fmt.Printf("wins=%d\n", redeemMany(dir, os.Getenv("PAIRING_CODE"), 30))
 	case "revoke":
 		if err := RevokeDevice(dir, os.Getenv("PAIRING_ID6")); err != nil {

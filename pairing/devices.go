@@ -132,6 +132,12 @@ func RevokeDevice(dir, id6 string) error {
 // ListDevices returns dir's registered devices, oldest first (last seen as last written, up to
 // LastSeenInterval behind what a running server knows).
 func ListDevices(dir string) ([]Device, error) {
+	if err := state.CheckDir(dir); err != nil {
+		if notExist(err) {
+			return nil, nil // nothing paired yet
+		}
+		return nil, err
+	}
 	f, err := readDevices(filepath.Join(dir, DevicesFile))
 	if err != nil {
 		return nil, err

@@ -239,6 +239,9 @@ func TestScryptGate_R8(t *testing.T) {
 
 	var wg sync.WaitGroup
 	results := make(chan bool, callers)
+	var once sync.Once
+	releaseAll := func() { once.Do(func() { close(release) }); wg.Wait() }
+	defer releaseAll() // a failing test lets its callers finish too
 	for range callers {
 		wg.Go(func() {
 			ok, err := CheckPassword(stored, []byte("correct horse"))
@@ -259,10 +262,7 @@ func TestScryptGate_R8(t *testing.T) {
 			}
 		}
 	}
-	for range callers {
-		release <- struct{}{}
-	}
-	wg.Wait()
+	releaseAll()
 	close(results)
 	for ok := range results {
 		if !ok {
@@ -281,13 +281,19 @@ func TestScryptGateGiveUp_R8(t *testing.T) {
 	stored, _ := HashPassword([]byte("correct horse"))
 	n := countScrypt(t)
 	for range MaxConcurrentScrypt {
-		scryptGate <- struct{}{}
-	}
-	defer func() {
-		for range MaxConcurrentScrypt {
-			<-scryptGate
+		select {
+		case scryptGate <- struct{}{}:
+			defer func() { <-scryptGate }()
+		default:
+			t.Fatal("the scrypt gate is taken by someone else")
 		}
-	}()
+	}
+	select {
+	case scryptGate <- struct{}{}:
+		<-scryptGate
+		t.Fatalf("the gate lets more than %d in", MaxConcurrentScrypt)
+	default:
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
 	defer cancel()
 	ok, err := CheckPasswordContext(ctx, stored, []byte("correct horse"))
