@@ -13,8 +13,8 @@ import (
 
 // Pairing codes (SPEC R8).
 const (
-	// CodeAlphabet holds the letters of a code: consonants only, without the look-alikes, so that
-	// no word and no confusable pair can be read into one.
+	// CodeAlphabet holds the letters of a code: no vowels (nor Y), so that a code spells no word
+	// and has no O or I to be taken for 0 or 1.
 	CodeAlphabet = "BCDFGHJKLMNPQRSTVWXZ"
 	// CodeLength is how many letters a code has (20^8, about 2^34.6).
 	CodeLength = 8
@@ -122,7 +122,8 @@ func NormalizeCode(in string) (code string, ok bool) {
 // MaxWrongPasswords wrong passwords is refused with the matching error, without calling
 // checkPassword — and only for a live code does checkPassword run (so scrypt runs only then). A
 // wrong password is counted against the code (ErrWrongPassword); a right one uses the code up and
-// returns the name it was issued with. An error from checkPassword refuses without counting.
+// returns the name it was issued with. An error from checkPassword (no password set, the caller
+// gave up waiting for scrypt) refuses without counting: no answer about the password was given.
 //
 // All of it happens under the folder's lock, so a code pairs exactly once and its count of wrong
 // passwords is exact even when raced from several processes. The lock is held while checkPassword

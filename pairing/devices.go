@@ -23,6 +23,10 @@ import (
 // the register; between writes they are kept in memory.
 const LastSeenInterval = 30 * time.Second
 
+// RefreshInterval is how often `fleet serve` should Watch the register: a revocation made by
+// another process takes effect within it, open streams included (SPEC R8: at once).
+const RefreshInterval = time.Second
+
 // CredentialBytes is how many random bytes a device credential carries. It is given to the
 // device base64url-encoded without padding (43 characters), as a cookie value.
 const CredentialBytes = 32
@@ -202,7 +206,8 @@ func Slug(name string) string {
 	return s
 }
 
-// cleanName keeps a name printable: invalid UTF-8 and control characters become spaces, spaces
+// cleanName keeps a name printable: invalid UTF-8, control and format characters (bidi overrides,
+// zero-width joiners, which could make one name pass for another) become spaces, spaces
 // at the ends are trimmed, and it is cut at maxNameRunes characters.
 func cleanName(name string) string {
 	var b strings.Builder
@@ -211,7 +216,7 @@ func cleanName(name string) string {
 		if n == maxNameRunes {
 			break
 		}
-		if unicode.IsControl(c) || c == utf8.RuneError {
+		if unicode.IsControl(c) || unicode.Is(unicode.Cf, c) || c == utf8.RuneError {
 			c = ' '
 		}
 		b.WriteRune(c)
@@ -349,7 +354,7 @@ func (r *Register) Refresh() error {
 	return r.reload()
 }
 
-// Watch calls Refresh every interval (a second, for `fleet serve`) until stop is closed, so that
+// Watch calls Refresh every interval (RefreshInterval for `fleet serve`) until stop is closed, so that
 // a device revoked by another process is dropped, and its subscribers told, within an interval.
 func (r *Register) Watch(stop <-chan struct{}, interval time.Duration) {
 	t := time.NewTicker(interval)
@@ -388,22 +393,26 @@ func (r *Register) Devices() []Device {
 	return out
 }
 
-// Add registers a device (RegisterDevice) and loads the result.
+// Add registers a device (RegisterDevice) and loads the result. Once it returns without error the
+// device is in the file; should the reload fail, the Register believes nobody (see Err) until the
+// file is good again.
 func (r *Register) Add(name string, now time.Time) (Device, string, error) {
 	d, cred, err := RegisterDevice(r.dir, name, now)
 	if err != nil {
 		return Device{}, "", err
 	}
-	return d, cred, r.Refresh()
+	r.Refresh()
+	return d, cred, nil
 }
 
 // Revoke revokes a device (RevokeDevice) and loads the result, so that the subscribers are told
-// before it returns.
+// before it returns (if the reload fails, every device is dropped and reported, this one too).
 func (r *Register) Revoke(id6 string) error {
 	if err := RevokeDevice(r.dir, id6); err != nil {
 		return err
 	}
-	return r.Refresh()
+	r.Refresh()
+	return nil
 }
 
 // Authenticate returns the device whose credential is cred, after a Refresh (so a revocation

@@ -45,6 +45,8 @@ func TestCleanName_R9(t *testing.T) {
 		"  Ann's phone ":         "Ann's phone",
 		"a\x1b[31mred\nb":        "a [31mred b",
 		"bad \xff utf8":          "bad   utf8",
+		"evil\u202egnp.exe":      "evil gnp.exe",
+		"zero\u200bwidth":        "zero width",
 		strings.Repeat("é", 100): strings.Repeat("é", maxNameRunes),
 	} {
 		if got := cleanName(in); got != want {
