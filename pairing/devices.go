@@ -1,0 +1,537 @@
+package pairing
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/phase-console/fleet/internal/state"
+)
+
+// LastSeenInterval is how often, at most, a device's last-seen time and address are written to
+// the register; between writes they are kept in memory.
+const LastSeenInterval = 30 * time.Second
+
+// RefreshInterval is how often `fleet serve` should Watch the register: a revocation made by
+// another process takes effect within it, open streams included (SPEC R8: at once).
+const RefreshInterval = time.Second
+
+// CredentialBytes is how many random bytes a device credential carries. It is given to the
+// device base64url-encoded without padding (43 characters), as a cookie value.
+const CredentialBytes = 32
+
+// maxNameRunes bounds a device's name.
+const maxNameRunes = 64
+
+// ErrNoSuchDevice says that no registered device has that id6.
+var ErrNoSuchDevice = errors.New("no such device")
+
+// A Device is a paired device as the register knows it. It never holds the credential.
+type Device struct {
+	ID6      string    // six characters [a-z2-7], unique
+	Name     string    // as given at pairing, cleaned
+	Slug     string    // [a-z0-9-]{1,32}, from Name
+	Created  time.Time //
+	LastSeen time.Time // zero until first seen
+	LastAddr string    // the address it was last seen from, as the caller gave it
+}
+
+// Login is how the device is asserted onward (SPEC R9): device:<slug>#<id6>, a shape no person's
+// login can have.
+func (d Device) Login() string { return "device:" + d.Slug + "#" + d.ID6 }
+
+type deviceRecord struct {
+	ID6      string    `json:"id6"`
+	Name     string    `json:"name"`
+	Slug     string    `json:"slug"`
+	SHA256   string    `json:"credential_sha256"` // hex
+	Created  time.Time `json:"created"`
+	LastSeen time.Time `json:"last_seen,omitzero"`
+	LastAddr string    `json:"last_addr,omitempty"`
+}
+
+type devicesFile struct {
+	Version int            `json:"version"`
+	Devices []deviceRecord `json:"devices"`
+	// Revoked keeps the id6 of every revoked device, so that an id6 — and the login a console may
+	// have remembered — is never given to another device.
+	Revoked []string `json:"revoked_id6,omitempty"`
+}
+
+func (f *devicesFile) version() int { return f.Version }
+
+func (r deviceRecord) device() Device {
+	return Device{ID6: r.ID6, Name: r.Name, Slug: r.Slug, Created: r.Created, LastSeen: r.LastSeen, LastAddr: r.LastAddr}
+}
+
+// RegisterDevice adds a device called name to dir's register and returns it with its credential:
+// CredentialBytes from crypto/rand, base64url without padding. Only the credential's SHA-256 is
+// stored. The device gets a fresh id6, never used before in this register.
+func RegisterDevice(dir, name string, now time.Time) (Device, string, error) {
+	name = cleanName(name)
+	if name == "" {
+		name = "device"
+	}
+	raw := make([]byte, CredentialBytes)
+	if _, err := rand.Read(raw); err != nil {
+		return Device{}, "", err
+	}
+	cred := base64.RawURLEncoding.EncodeToString(raw)
+	sum := sha256.Sum256([]byte(cred))
+	path := filepath.Join(dir, DevicesFile)
+	var d Device
+	err := withLock(dir, func() error {
+		f, err := readDevices(path)
+		if err != nil {
+			return err
+		}
+		id, err := newID6(f)
+		if err != nil {
+			return err
+		}
+		rec := deviceRecord{ID6: id, Name: name, Slug: Slug(name), SHA256: hex.EncodeToString(sum[:]), Created: now.UTC()}
+		f.Devices = append(f.Devices, rec)
+		if err := writeJSON(path, f); err != nil {
+			return err
+		}
+		d = rec.device()
+		return nil
+	})
+	if err != nil {
+		return Device{}, "", err
+	}
+	return d, cred, nil
+}
+
+// RevokeDevice removes the device id6 from dir's register; its credential is refused from then on
+// by every Register that refreshes. ErrNoSuchDevice if there is none.
+func RevokeDevice(dir, id6 string) error {
+	path := filepath.Join(dir, DevicesFile)
+	return withLock(dir, func() error {
+		f, err := readDevices(path)
+		if err != nil {
+			return err
+		}
+		i := slices.IndexFunc(f.Devices, func(r deviceRecord) bool { return r.ID6 == id6 })
+		if i < 0 {
+			return fmt.Errorf("%w: %q", ErrNoSuchDevice, id6)
+		}
+		f.Devices = slices.Delete(f.Devices, i, i+1)
+		f.Revoked = append(f.Revoked, id6)
+		return writeJSON(path, f)
+	})
+}
+
+// ListDevices returns dir's registered devices, oldest first (last seen as last written, up to
+// LastSeenInterval behind what a running server knows).
+func ListDevices(dir string) ([]Device, error) {
+	if err := state.CheckDir(dir); err != nil {
+		if notExist(err) {
+			return nil, nil // nothing paired yet
+		}
+		return nil, err
+	}
+	f, err := readDevices(filepath.Join(dir, DevicesFile))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Device, 0, len(f.Devices))
+	for _, r := range f.Devices {
+		out = append(out, r.device())
+	}
+	slices.SortStableFunc(out, func(a, b Device) int { return a.Created.Compare(b.Created) })
+	return out, nil
+}
+
+// readDevices reads and checks devices.json; a missing file is an empty register.
+func readDevices(path string) (*devicesFile, error) {
+	f := &devicesFile{Version: fileVersion}
+	if err := readJSON(path, f); err != nil && !notExist(err) {
+		return nil, err
+	}
+	ids := map[string]bool{}
+	sums := map[string]bool{}
+	for _, r := range f.Devices {
+		switch {
+		case !validID6(r.ID6):
+			return nil, &ParseError{Path: path, Err: fmt.Errorf("device id %q is not six of [a-z2-7]", r.ID6)}
+		case ids[r.ID6]:
+			return nil, &ParseError{Path: path, Err: fmt.Errorf("device id %q is there twice", r.ID6)}
+		case !validSlug(r.Slug):
+			return nil, &ParseError{Path: path, Err: fmt.Errorf("device %s: slug %q is not [a-z0-9-]{1,32}", r.ID6, r.Slug)}
+		case !validHexSum(r.SHA256):
+			return nil, &ParseError{Path: path, Err: fmt.Errorf("device %s: credential_sha256 is not 64 hex digits", r.ID6)}
+		case sums[r.SHA256]:
+			return nil, &ParseError{Path: path, Err: fmt.Errorf("device %s: credential shared with another device", r.ID6)}
+		}
+		ids[r.ID6], sums[r.SHA256] = true, true
+	}
+	return f, nil
+}
+
+// Slug makes a device's slug from its name: lower case, every run of characters outside [a-z0-9]
+// one dash, no dash at either end, at most 32 characters; "device" when nothing is left.
+func Slug(name string) string {
+	var b strings.Builder
+	dash := false
+	for _, c := range strings.ToLower(name) {
+		if ('a' <= c && c <= 'z') || ('0' <= c && c <= '9') {
+			if dash && b.Len() > 0 {
+				b.WriteByte('-')
+			}
+			dash = false
+			b.WriteRune(c)
+			if b.Len() >= 32 {
+				break
+			}
+		} else {
+			dash = true
+		}
+	}
+	s := strings.TrimRight(b.String()[:min(b.Len(), 32)], "-")
+	if s == "" {
+		return "device"
+	}
+	return s
+}
+
+// cleanName keeps a name printable: invalid UTF-8, control and format characters (bidi overrides,
+// zero-width joiners, which could make one name pass for another) become spaces, spaces
+// at the ends are trimmed, and it is cut at maxNameRunes characters.
+func cleanName(name string) string {
+	var b strings.Builder
+	n := 0
+	for _, c := range strings.ToValidUTF8(name, string(utf8.RuneError)) {
+		if n == maxNameRunes {
+			break
+		}
+		if unicode.IsControl(c) || unicode.Is(unicode.Cf, c) || c == utf8.RuneError {
+			c = ' '
+		}
+		b.WriteRune(c)
+		n++
+	}
+	return strings.TrimSpace(b.String())
+}
+
+const id6Alphabet = "abcdefghijklmnopqrstuvwxyz234567"
+
+// newID6 draws six characters of [a-z2-7] (5 bits of a random byte each: unbiased) until they
+// name neither a registered device nor a revoked one.
+func newID6(f *devicesFile) (string, error) {
+	used := map[string]bool{}
+	for _, r := range f.Devices {
+		used[r.ID6] = true
+	}
+	for _, id := range f.Revoked {
+		used[id] = true
+	}
+	b := make([]byte, 6)
+	for range 100 {
+		if _, err := rand.Read(b); err != nil {
+			return "", err
+		}
+		for i := range b {
+			b[i] = id6Alphabet[b[i]&31]
+		}
+		if !used[string(b)] {
+			return string(b), nil
+		}
+	}
+	return "", errors.New("no free device id") // 2^30 ids: not in this universe
+}
+
+func validID6(s string) bool {
+	if len(s) != 6 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !strings.ContainsRune(id6Alphabet, rune(s[i])) {
+			return false
+		}
+	}
+	return true
+}
+
+func validSlug(s string) bool {
+	if len(s) < 1 || len(s) > 32 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z') && !('0' <= c && c <= '9') && c != '-' {
+			return false
+		}
+	}
+	return true
+}
+
+func validHexSum(s string) bool {
+	if len(s) != 2*sha256.Size {
+		return false
+	}
+	_, err := hex.DecodeString(s)
+	return err == nil
+}
+
+// A Register keeps dir's device register in memory for a server: it answers Authenticate from
+// memory, follows the file (Refresh: one stat when nothing changed), and tells subscribers when a
+// device goes away — revoked by this process or any other.
+//
+// While the file cannot be read or does not parse, no device is believed (fail closed), and every
+// device it believed is reported as revoked; it is believed again once the file is good.
+type Register struct {
+	dir, path string
+
+	loadMu sync.Mutex // one reload at a time
+	mu     sync.Mutex // guards what follows
+	stamp  stamp      // of the file as last loaded
+	err    error      // of the last load
+	byHash map[[sha256.Size]byte]*liveDevice
+	byID   map[string]*liveDevice
+	subs   []func(id6 string)
+}
+
+type liveDevice struct {
+	Device
+	sum       [sha256.Size]byte
+	lastWrite time.Time // when its last seen was last written (or tried)
+}
+
+// stamp identifies one version of the file: every write renames a new file over it, so the inode
+// changes with each; mode is there so that a file made too open is read again, and refused.
+type stamp struct {
+	exists bool
+	mod    int64
+	size   int64
+	ino    uint64
+	mode   os.FileMode
+}
+
+// OpenRegister makes the folder if needed (0700) and loads its register. A register file that is
+// too open or does not parse is an error naming it, and is left as it is.
+func OpenRegister(dir string) (*Register, error) {
+	if err := state.EnsureDir(dir); err != nil {
+		return nil, err
+	}
+	r := &Register{dir: dir, path: filepath.Join(dir, DevicesFile)}
+	if err := r.reload(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// OnRevoke subscribes fn to revocations: it is called with the id6 of each device that leaves the
+// register, once, from the goroutine that noticed (Refresh, Authenticate, Revoke, Watch). fn must
+// not block; it may call the Register.
+func (r *Register) OnRevoke(fn func(id6 string)) {
+	r.mu.Lock()
+	r.subs = append(r.subs, fn)
+	r.mu.Unlock()
+}
+
+// Refresh reloads the register if its file changed since the last load (one lstat otherwise,
+// cheap enough for every request), or if the last load failed. It returns the load's error.
+func (r *Register) Refresh() error {
+	st := statFile(r.path)
+	r.mu.Lock()
+	fresh := st == r.stamp && r.err == nil
+	r.mu.Unlock()
+	if fresh {
+		return nil
+	}
+	return r.reload()
+}
+
+// Watch calls Refresh every interval (RefreshInterval for `fleet serve`) until stop is closed, so that
+// a device revoked by another process is dropped, and its subscribers told, within an interval.
+func (r *Register) Watch(stop <-chan struct{}, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			r.Refresh()
+		}
+	}
+}
+
+// Err is the error of the last load, if any: while it is set no device is believed.
+func (r *Register) Err() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.err
+}
+
+// Devices returns the devices believed now, oldest first, with last seen as known in memory.
+func (r *Register) Devices() []Device {
+	r.mu.Lock()
+	out := make([]Device, 0, len(r.byID))
+	for _, d := range r.byID {
+		out = append(out, d.Device)
+	}
+	r.mu.Unlock()
+	slices.SortFunc(out, func(a, b Device) int {
+		if c := a.Created.Compare(b.Created); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID6, b.ID6)
+	})
+	return out
+}
+
+// Add registers a device (RegisterDevice) and loads the result. Once it returns without error the
+// device is in the file; should the reload fail, the Register believes nobody (see Err) until the
+// file is good again.
+func (r *Register) Add(name string, now time.Time) (Device, string, error) {
+	d, cred, err := RegisterDevice(r.dir, name, now)
+	if err != nil {
+		return Device{}, "", err
+	}
+	r.Refresh()
+	return d, cred, nil
+}
+
+// Revoke revokes a device (RevokeDevice) and loads the result, so that the subscribers are told
+// before it returns (if the reload fails, every device is dropped and reported, this one too).
+func (r *Register) Revoke(id6 string) error {
+	if err := RevokeDevice(r.dir, id6); err != nil {
+		return err
+	}
+	r.Refresh()
+	return nil
+}
+
+// Authenticate returns the device whose credential is cred, after a Refresh (so a revocation
+// written by another process is seen at once). It records now and addr as the device's last seen
+// in memory and writes them to the file at most every LastSeenInterval per device, best effort:
+// a write that fails, or finds the folder locked, waits for the next interval.
+//
+// The credential is looked up by its SHA-256 in a map, not compared in constant time: the time a
+// lookup takes can only tell an attacker about the hash of their own guess, and a hash of a
+// 32-byte random secret gives no way back to a credential that matches.
+func (r *Register) Authenticate(cred string, now time.Time, addr string) (Device, bool) {
+	if len(cred) != base64.RawURLEncoding.EncodedLen(CredentialBytes) {
+		return Device{}, false
+	}
+	r.Refresh()
+	sum := sha256.Sum256([]byte(cred))
+	r.mu.Lock()
+	d := r.byHash[sum]
+	if d == nil {
+		r.mu.Unlock()
+		return Device{}, false
+	}
+	d.LastSeen, d.LastAddr = now, addr
+	due := d.lastWrite.IsZero() || now.Sub(d.lastWrite) >= LastSeenInterval || now.Before(d.lastWrite)
+	if due {
+		d.lastWrite = now
+	}
+	dev := d.Device
+	r.mu.Unlock()
+	if due {
+		r.writeLastSeen()
+	}
+	return dev, true
+}
+
+// writeLastSeen writes what memory knows of last seen into the file, if the lock is free now.
+func (r *Register) writeLastSeen() {
+	ran, _ := tryLock(r.dir, func() error {
+		f, err := readDevices(r.path)
+		if err != nil {
+			return err
+		}
+		changed := false
+		r.mu.Lock()
+		for i := range f.Devices {
+			rec := &f.Devices[i]
+			if d := r.byID[rec.ID6]; d != nil && d.LastSeen.After(rec.LastSeen) {
+				rec.LastSeen, rec.LastAddr = d.LastSeen.UTC(), d.LastAddr
+				changed = true
+			}
+		}
+		r.mu.Unlock()
+		if !changed {
+			return nil
+		}
+		return writeJSON(r.path, f)
+	})
+	if ran {
+		r.Refresh()
+	}
+}
+
+// reload reads the file and swaps it in, keeping what memory knows of last seen, then tells the
+// subscribers of the devices that are gone (after letting go of the locks: a subscriber may call
+// the Register).
+func (r *Register) reload() error {
+	gone, subs, err := r.load()
+	for _, id := range gone {
+		for _, fn := range subs {
+			fn(id)
+		}
+	}
+	return err
+}
+
+func (r *Register) load() (gone []string, subs []func(string), err error) {
+	r.loadMu.Lock()
+	defer r.loadMu.Unlock()
+	st := statFile(r.path)
+	f, err := readDevices(r.path)
+	byHash := map[[sha256.Size]byte]*liveDevice{}
+	byID := map[string]*liveDevice{}
+	if err == nil {
+		for _, rec := range f.Devices {
+			d := &liveDevice{Device: rec.device()}
+			hex.Decode(d.sum[:], []byte(rec.SHA256))
+			byHash[d.sum], byID[d.ID6] = d, d
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for id, old := range r.byID {
+		d := byID[id]
+		if d == nil || d.sum != old.sum {
+			gone = append(gone, id)
+			continue
+		}
+		if old.LastSeen.After(d.LastSeen) {
+			d.LastSeen, d.LastAddr = old.LastSeen, old.LastAddr
+		}
+		d.lastWrite = old.lastWrite
+	}
+	r.byHash, r.byID, r.err = byHash, byID, err
+	if err == nil {
+		r.stamp = st
+	} else {
+		r.stamp = stamp{}
+	}
+	slices.Sort(gone)
+	return gone, slices.Clone(r.subs), err
+}
+
+// statFile stamps path; a missing file has the zero stamp with exists false, like an error.
+func statFile(path string) stamp {
+	st, err := os.Lstat(path)
+	if err != nil {
+		return stamp{}
+	}
+	s := stamp{exists: true, mod: st.ModTime().UnixNano(), size: st.Size(), mode: st.Mode()}
+	fillIno(&s, st)
+	return s
+}

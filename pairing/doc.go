@@ -1,0 +1,22 @@
+// Package pairing owns the secrets of the direct-reach door's pairing (SPEC R8, R9): the pairing
+// password, the one-time pairing codes and the register of paired devices. All of its state is in
+// files in one folder given by the caller, <stateHome>/fleet/reach/:
+//
+//	password      the scrypt hash of the pairing password, one line
+//	codes.json    the outstanding pairing codes, by their SHA-256
+//	devices.json  the device register: names, ids, SHA-256 of each credential, last seen
+//	lock          an flock(2) taken around every read-modify-write of the files above
+//
+// The folder is 0700 and every file 0600 (SPEC F1): one that is too open or someone else's is
+// refused with an error that names it and the chmod that fixes it, never re-permissioned. Every
+// write is atomic (SPEC F2); a file that does not parse is an error that names it and is left as
+// it is, never replaced. The files are shared between processes — `fleet serve` and the `fleet
+// reach pair|revoke|devices` commands — so every change is made under the lock: a code pairs
+// exactly once even when raced from two processes, and a [Register] in `fleet serve` sees a
+// revocation made by another process at its next [Register.Refresh] (one stat).
+//
+// What it must never do: know anything of the tailnet, the supervisor or HTTP (the door and its
+// handlers build on it); log or return a secret in an error; keep a pairing code or a device
+// credential in clear at rest — only their SHA-256 is stored, and only the scrypt hash of the
+// password.
+package pairing
