@@ -90,6 +90,7 @@ type connFacts struct {
 	viaUnix       bool    // a unix-socket listener: no netstack forward can reach it
 	door          doorKey // which door accepted it (S5e)
 	epoch         uint64  // the forward watch's answers recorded when it was accepted (S5e)
+	localCaller   bool    // set by judgeConn: the peer is a process on this machine, not tailscaled
 
 	once sync.Once
 	ref  *proxy.Refusal
@@ -251,7 +252,8 @@ func (v *verifier) judgeConn(ctx context.Context, f *connFacts) *proxy.Refusal {
 		return unverified("cannot tell who opened the connection: " + err.Error())
 	}
 	if got != want {
-		return unverified("the connection does not come from tailscaled")
+		f.localCaller = true
+		return unverified("this door is for callers on your tailnet, through Tailscale Serve; this request came from a process on this machine")
 	}
 	if f.viaUnix {
 		return nil

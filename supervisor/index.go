@@ -24,7 +24,7 @@ li{margin:.5rem 0}.down{color:#a00}.up{color:#070}small,.unknown{color:#666}</st
 func (s *Server) serveIndex(w http.ResponseWriter, r *http.Request) {
 	who, ref := s.verifier.verify(r)
 	if ref != nil {
-		proxy.WriteRefusal(w, r, s.log, ref)
+		proxy.WriteRefusal(w, r, s.log, s.hintLocalCaller(r, ref, ""))
 		return
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {

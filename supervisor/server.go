@@ -297,7 +297,7 @@ func (s *Server) serveConsole(w http.ResponseWriter, r *http.Request, route prox
 	}
 	who, ref := s.verifier.verify(r)
 	if ref != nil {
-		refuse(ref)
+		refuse(s.hintLocalCaller(r, ref, route.ID))
 		return
 	}
 	c, ok := s.registry.Get(route.ID)
@@ -320,6 +320,20 @@ func (s *Server) serveConsole(w http.ResponseWriter, r *http.Request, route prox
 		Host:      r.Host,
 		Proto:     proxy.RequestProto(r, true),
 	})
+}
+
+// hintLocalCaller adds to a refusal of a caller on this machine (not tailscaled) where to go
+// instead: the console's own loopback address, which this machine's user can open directly.
+func (s *Server) hintLocalCaller(r *http.Request, ref *proxy.Refusal, consoleID string) *proxy.Refusal {
+	f, _ := r.Context().Value(connFactsKey{}).(*connFacts)
+	if f == nil || !f.localCaller {
+		return ref
+	}
+	hint := "On this machine, open a console directly at its own address: 'fleet consoles' lists them."
+	if c, ok := s.registry.Get(consoleID); ok {
+		hint = fmt.Sprintf("On this machine, open the console directly: http://%s/", c.Addr)
+	}
+	return proxy.Refuse(ref.Status, ref.Reason, ref.Detail+". "+hint)
 }
 
 // checkHeaderSize refuses request headers over MaxHeaderBytes (S9): 431 header-too-large.

@@ -168,3 +168,27 @@ func TestLocalAPIDownFailsClosed_S5(t *testing.T) {
 	r = d.raw("GET /c/alpha/ HTTP/1.1\nHost: 127.0.0.1\nX-Forwarded-For: " + aliceIP + "\n\n")
 	d.wantRefused(t, r, before, http.StatusUnauthorized, "unverified")
 }
+
+// TestLocalCallerToldWhereToGo_S5a: a process on this machine (not tailscaled) that opens the door
+// is refused 401 unverified, and the page tells it to open the console at its own loopback
+// address, or where to find it; nothing is forwarded.
+func TestLocalCallerToldWhereToGo_S5a(t *testing.T) {
+	d := startDoor(t, func(c *Config) { c.TailscaledUID = os.Getuid() + 4242 })
+	rows := []struct {
+		name, path, want string
+	}{
+		{"S5a local caller, known console", "/c/alpha/", "open the console directly: http://" + d.alpha.addr() + "/"},
+		{"S5a local caller, unknown console", "/c/nope/", "&#39;fleet consoles&#39; lists them"},
+		{"S5a local caller, index", "/", "&#39;fleet consoles&#39; lists them"},
+	}
+	for _, row := range rows {
+		t.Run(row.name, func(t *testing.T) {
+			before := d.alpha.count()
+			r := d.raw("GET " + row.path + " HTTP/1.1\nHost: 127.0.0.1\n\n")
+			d.wantRefused(t, r, before, 401, "unverified")
+			if !strings.Contains(r.body, "this request came from a process on this machine") || !strings.Contains(r.body, row.want) {
+				t.Errorf("page %q does not say where to go (%q)", r.body, row.want)
+			}
+		})
+	}
+}
