@@ -217,7 +217,10 @@ func (s *Server) Close() error {
 	return nil
 }
 
+// probeLoop probes every console at once (the consoles read from consoles.json are "unknown"
+// until then), then every probeInterval.
 func (s *Server) probeLoop() {
+	s.registry.Probe(context.Background(), probeTimeout)
 	t := time.NewTicker(probeInterval)
 	defer t.Stop()
 	for {
