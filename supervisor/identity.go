@@ -253,7 +253,7 @@ func (v *verifier) judgeConn(ctx context.Context, f *connFacts) *proxy.Refusal {
 	}
 	if got != want {
 		f.localCaller = true
-		return unverified("this door is for callers on your tailnet, through Tailscale Serve; this request came from a process on this machine")
+		return unverified("this door is for callers on your tailnet, through Tailscale Serve; this request came from a process on this machine, not from tailscaled")
 	}
 	if f.viaUnix {
 		return nil

@@ -133,7 +133,7 @@ func TestNotTailscaledRefused_S5a(t *testing.T) {
 	before := d.alpha.count()
 	r := d.raw(serveReq("GET", "/c/alpha/"))
 	d.wantRefused(t, r, before, http.StatusUnauthorized, "unverified")
-	if !strings.Contains(r.body, "does not come from tailscaled") {
+	if !strings.Contains(r.body, "not from tailscaled") {
 		t.Errorf("page does not say why: %q", r.body)
 	}
 }
