@@ -185,6 +185,7 @@ func startServeSocket(t *testing.T, home, logFormat, unixSocket string) *running
 	select {
 	case rs.addr = <-ready:
 	case st := <-done:
+		once.Do(func() { status = st }) // nothing left to stop
 		t.Fatalf("serve ended with %d before listening: %s", st, errb)
 	}
 	return rs
