@@ -199,7 +199,7 @@ func portInUse(port int, err error) string {
 // answersAsFleet reports whether the server at addr answers the fleet API's way: 401 with
 // WWW-Authenticate: Bearer realm="fleet" to a request without the bearer (none is sent).
 func answersAsFleet(addr string) bool {
-	c := &http.Client{Timeout: time.Second, Transport: &http.Transport{Proxy: nil}}
+	c := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{Proxy: nil}}
 	resp, err := c.Get("http://" + addr + "/fleet/v1/consoles")
 	if err != nil {
 		return false

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+	"time"
 )
 
 // LockFile is the file in FleetDir that `fleet serve` holds locked while it runs: one supervisor
@@ -60,7 +61,7 @@ func AcquireLock(fleetDir string) (*Lock, error) {
 		f.Close()
 		return nil, err
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	if err := flockSoon(f, lockPatience); err != nil {
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
 			h, _ := ReadHolder(fleetDir)
@@ -122,4 +123,20 @@ func ReadHolder(fleetDir string) (h Holder, held bool) {
 	b, _ := io.ReadAll(io.LimitReader(f, 4096))
 	json.Unmarshal(b, &h) // a holder that has not written yet is the zero Holder
 	return h, true
+}
+
+// lockPatience is how long AcquireLock waits for a holder that is letting go: a supervisor being
+// restarted may still be closing when its successor starts. A holder that stays is refused after it.
+const lockPatience = time.Second
+
+// flockSoon takes an exclusive flock on f, retrying for up to patience while another holds it.
+func flockSoon(f *os.File, patience time.Duration) error {
+	deadline := time.Now().Add(patience)
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if !errors.Is(err, syscall.EWOULDBLOCK) || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
