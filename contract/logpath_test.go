@@ -1,0 +1,21 @@
+package contract
+
+import (
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// LogPath never carries the query, however the target is written, and is bounded (S11).
+func TestLogPath_S11(t *testing.T) {
+	for _, target := range []string{"/c/a/?token=s3cret", "/c/a/x?a=1&token=s3cret", "/?s3cret", "/c/a/%3F?s3cret"} {
+		r := httptest.NewRequest("GET", target, nil)
+		if strings.Contains(LogPath(r), "s3cret") {
+			t.Errorf("LogPath(%q) = %q", target, LogPath(r))
+		}
+	}
+	r := httptest.NewRequest("GET", "/c/a/"+strings.Repeat("x", 5000), nil)
+	if len(LogPath(r)) > 600 {
+		t.Error("LogPath is unbounded")
+	}
+}
