@@ -88,11 +88,7 @@ func CheckURL(raw string) (*url.URL, error) {
 // newClient is the checker's HTTP client: no proxy, no redirects, and the connection only to a
 // server of this same user (peercred.DialOwn): the real token goes to nobody else.
 func newClient() *http.Client {
-	return &http.Client{
-		Transport:     &http.Transport{Proxy: nil, DisableKeepAlives: true, DisableCompression: true, DialContext: peercred.DialOwn},
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		Timeout:       10 * time.Second,
-	}
+	return peercred.OwnClient(10*time.Second, false)
 }
 
 // Errors of Preflight.
