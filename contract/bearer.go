@@ -7,7 +7,8 @@ import (
 
 // ParseBearer reads the bearer token of h: ok only when h has exactly one Authorization header
 // and it is the scheme "Bearer" (any case), then one or more spaces, then one token with no space
-// or control byte, and nothing else. It compares nothing: the caller compares the token with
+// or control byte, and nothing else (but trailing spaces and tabs, which HTTP does not count as
+// part of a field's value). It compares nothing: the caller compares the token with
 // what it expects in constant time (crypto/subtle).
 func ParseBearer(h http.Header) (token string, ok bool) {
 	vals := h.Values("Authorization")
@@ -18,7 +19,7 @@ func ParseBearer(h http.Header) (token string, ok bool) {
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		return "", false
 	}
-	tok = strings.TrimLeft(tok, " ")
+	tok = strings.TrimRight(strings.TrimLeft(tok, " "), " \t")
 	if tok == "" {
 		return "", false
 	}

@@ -26,7 +26,7 @@ func TestParseBearer(t *testing.T) {
 		{"tab", []string{"Bearer\tabc"}, "", false},
 		{"two tokens", []string{"Bearer abc def"}, "", false},
 		{"tab inside", []string{"Bearer abc\tdef"}, "", false},
-		{"trailing space", []string{"Bearer abc "}, "", false},
+		{"trailing space and tab", []string{"Bearer abc \t"}, "abc", true},
 		{"control byte", []string{"Bearer abc\x00"}, "", false},
 		{"comma list", []string{"Bearer abc, Basic x"}, "", false},
 	} {

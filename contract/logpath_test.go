@@ -1,7 +1,9 @@
 package contract
 
 import (
+	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 )
@@ -10,6 +12,12 @@ import (
 func TestLogPath_S11(t *testing.T) {
 	for _, target := range []string{"/c/a/?token=s3cret", "/c/a/x?a=1&token=s3cret", "/?s3cret", "/c/a/%3F?s3cret"} {
 		r := httptest.NewRequest("GET", target, nil)
+		if strings.Contains(LogPath(r), "s3cret") {
+			t.Errorf("LogPath(%q) = %q", target, LogPath(r))
+		}
+	}
+	for _, target := range []string{"/c/a/x?a=1?token=s3cret", "http://h/c/a?token=s3cret", "*?s3cret"} {
+		r := &http.Request{RequestURI: target, URL: &url.URL{}}
 		if strings.Contains(LogPath(r), "s3cret") {
 			t.Errorf("LogPath(%q) = %q", target, LogPath(r))
 		}

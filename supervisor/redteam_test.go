@@ -583,8 +583,8 @@ func TestRedTeam_S10_HostForms(t *testing.T) {
 	}
 }
 
-// Was a finding (low), fixed: hostOnly dropped everything after the ':' as "the port" without checking it (and
-// takes anything in brackets), so a Host such as "sup.tail1234.ts.net:1,evil.example" is admitted
+// Was a finding (low), fixed: the Host parser (now contract.ParseHost) dropped everything after
+// the ':' as "the port" without checking it (and took anything in brackets), so a Host such as "sup.tail1234.ts.net:1,evil.example" is admitted
 // and forwarded raw as X-Forwarded-Host, where frameworks that split a forwarded list read
 // "evil.example" as the public host (links, redirects, cache keys).
 func TestRedTeam_S10_HostWithJunkPort(t *testing.T) {
