@@ -50,8 +50,9 @@
 //     forwards tailnet peers to 127.0.0.1 from that very uid. Run consoles as another user, or set
 //     Config.TrustTailscaledUser when tailscaled uses a kernel TUN.
 //   - Otherwise it is scope local with login "". A local request whose Origin header is present
-//     and is not the request's own origin (http://<Host>; Origin: null too) is 403 cross-origin,
-//     so that no web page can act as the local user.
+//     and is not the request's own origin (http://<Host>, compared as contract.SameOrigin does:
+//     no path, the default port the same as none; Origin: null too) is 403 cross-origin, so that
+//     no web page can act as the local user.
 //
 // Requests for /hooks and below are judged by C6 before all of the above (see PermissionHook).
 //
