@@ -3,7 +3,9 @@
 // The supervisor tells a console who is calling through two assertion headers,
 // X-Phase-Console-Fleet (the fleet bearer, the contents of <stateHome>/fleet/fleet.token) and
 // X-Phase-Console-Fleet-Login (the verified login). This package judges them, so that a console
-// never believes a header that anybody else could have written.
+// never believes a header that anybody else could have written. The header names and the rules it
+// shares with the supervisor (how names fold, which Hosts are loopback, when an Origin is the
+// request's own) are package contract's, the same code the supervisor judges by.
 //
 // A console adds three lines:
 //

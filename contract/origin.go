@@ -22,7 +22,8 @@ func SameOrigin(origin, scheme, host string) bool {
 }
 
 // validOriginHost reports whether h can be the host[:port] of a serialised origin: a non-empty
-// host with no path, userinfo, query, fragment or space, and a port, if any, of 1-65535.
+// host (an IPv6 literal in brackets) with no path, userinfo, query, fragment or space, and a port,
+// if any, of 1-65535.
 func validOriginHost(h string) bool {
 	if h == "" || strings.ContainsAny(h, "/\\?#@ \t\r\n") {
 		return false
@@ -34,7 +35,10 @@ func validOriginHost(h string) bool {
 			return false
 		}
 	}
-	return name != ""
+	if strings.HasPrefix(name, "[") {
+		return strings.IndexByte(name, ']') == len(name)-1 && len(name) > 2 // an IPv6 literal
+	}
+	return name != "" && !strings.ContainsAny(name, ":[]")
 }
 
 // withoutDefaultPort drops scheme's default port from host.

@@ -1,6 +1,9 @@
 package contract
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // TestSameOrigin_S12 has the rows on which the console's and the proxy's former checks
 // disagreed ("was console", "was proxy"): the RFC 6454 decision settles each.
@@ -51,10 +54,35 @@ func TestSameOrigin_S12(t *testing.T) {
 		{"NUL", "https://" + ts + "\x00", "https", ts, false},
 		{"backslash", "https://" + ts + "\\x", "https", ts, false},
 		{"mapped IPv4 is another host", "http://[::ffff:127.0.0.1]:9001", "http", "127.0.0.1:9001", false},
+		{"two ports", "https://x:443:443", "https", "x:443:443", false},
+		{"unbracketed IPv6", "http://::1", "http", "::1", false},
+		{"empty brackets", "http://[]:80", "http", "[]", false},
+		{"bracket junk", "http://[::1]x]:80", "http", "[::1]x]", false},
 		{"localhost is not 127.0.0.1", "http://localhost:9001", "http", "127.0.0.1:9001", false},
 	} {
 		if got := SameOrigin(tc.origin, tc.scheme, tc.host); got != tc.want {
 			t.Errorf("%s: SameOrigin(%q, %q, %q) = %v, want %v", tc.name, tc.origin, tc.scheme, tc.host, got, tc.want)
 		}
 	}
+}
+
+// FuzzSameOrigin_S12: whatever the Origin, SameOrigin says yes only to scheme "://" host, with
+// nothing else in it but a different spelling of case or of the default port.
+func FuzzSameOrigin_S12(f *testing.F) {
+	for _, o := range []string{"https://sup.tail1234.ts.net", "https://sup.tail1234.ts.net:443", "https://sup.tail1234.ts.net/", "null", "https://a@sup.tail1234.ts.net"} {
+		f.Add(o, "sup.tail1234.ts.net")
+	}
+	f.Fuzz(func(t *testing.T, origin, host string) {
+		if !SameOrigin(origin, "https", host) {
+			return
+		}
+		rest := origin[len("https://"):]
+		if strings.ContainsAny(rest, "/?#@\\ ") {
+			t.Fatalf("SameOrigin(%q, https, %q): an origin with more than scheme://host[:port]", origin, host)
+		}
+		norm := func(s string) string { return strings.ToLower(strings.TrimSuffix(s, ":443")) }
+		if !strings.EqualFold(origin[:len("https://")], "https://") || norm(rest) != norm(host) {
+			t.Fatalf("SameOrigin(%q, https, %q) is true", origin, host)
+		}
+	})
 }

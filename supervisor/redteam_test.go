@@ -632,8 +632,8 @@ func TestRedTeam_S12_OriginForms(t *testing.T) {
 		r := d.raw(serveReq("GET", "/c/alpha/ws", extra...))
 		d.wantRefused(t, r, before, 403, "cross-origin")
 	}
-	// The real origin, in any case, is forwarded.
-	for _, o := range []string{"https://" + tsName, "HTTPS://" + strings.ToUpper(tsName)} {
+	// The real origin, in any case and with or without the default port (RFC 6454), is forwarded.
+	for _, o := range []string{"https://" + tsName, "HTTPS://" + strings.ToUpper(tsName), "https://" + tsName + ":443"} {
 		before := d.alpha.count()
 		d.wantForwarded(t, d.raw(serveReq("GET", "/c/alpha/", "Origin: "+o)), before, alice, "/")
 	}
