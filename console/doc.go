@@ -3,7 +3,9 @@
 // The supervisor tells a console who is calling through two assertion headers,
 // X-Phase-Console-Fleet (the fleet bearer, the contents of <stateHome>/fleet/fleet.token) and
 // X-Phase-Console-Fleet-Login (the verified login). This package judges them, so that a console
-// never believes a header that anybody else could have written.
+// never believes a header that anybody else could have written. The header names and the rules it
+// shares with the supervisor (how names fold, which Hosts are loopback, when an Origin is the
+// request's own) are package contract's, the same code the supervisor judges by.
 //
 // A console adds three lines:
 //
@@ -50,8 +52,9 @@
 //     forwards tailnet peers to 127.0.0.1 from that very uid. Run consoles as another user, or set
 //     Config.TrustTailscaledUser when tailscaled uses a kernel TUN.
 //   - Otherwise it is scope local with login "". A local request whose Origin header is present
-//     and is not the request's own origin (http://<Host>; Origin: null too) is 403 cross-origin,
-//     so that no web page can act as the local user.
+//     and is not the request's own origin (http://<Host>, compared as contract.SameOrigin does:
+//     no path, the default port the same as none; Origin: null too) is 403 cross-origin, so that
+//     no web page can act as the local user.
 //
 // Requests for /hooks and below are judged by C6 before all of the above (see PermissionHook).
 //

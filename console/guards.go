@@ -7,7 +7,7 @@ import (
 	"path"
 	"strings"
 
-	"github.com/phase-console/fleet/proxy"
+	"github.com/phase-console/fleet/contract"
 )
 
 // Log event names.
@@ -64,7 +64,7 @@ func (v *Verifier) Middleware(next http.Handler) http.Handler {
 		r2 := r.WithContext(context.WithValue(r.Context(), callerKey, c))
 		r2.Header = r.Header.Clone()
 		for name := range r2.Header {
-			if proxy.IsAssertionName(name) {
+			if contract.IsAssertionName(name) {
 				delete(r2.Header, name)
 			}
 		}
@@ -129,7 +129,8 @@ func (v *Verifier) PermissionHook(runs *Runs, next http.Handler) http.Handler {
 		}
 		var id string
 		if runs != nil {
-			id, ok = runs.Match(runBearer(r.Header))
+			tok, _ := contract.ParseBearer(r.Header)
+			id, ok = runs.Match(tok)
 		}
 		if runs == nil || !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="run"`)
@@ -183,26 +184,12 @@ func isHookPath(p string) bool {
 	return strings.EqualFold(first, "hooks")
 }
 
-// runBearer is the token of "Authorization: Bearer <token>" when the request has exactly one
-// Authorization header, else "".
-func runBearer(h http.Header) string {
-	vals := h.Values("Authorization")
-	if len(vals) != 1 {
-		return ""
-	}
-	scheme, tok, ok := strings.Cut(vals[0], " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return ""
-	}
-	return strings.TrimSpace(tok)
-}
-
 // Refuse answers r with ref and logs it as one JSON line with the given event name (EventRejected
 // or EventHookRejected): the reason, status, rule, method, path (never the query), peer and detail.
 // The answer is ref.Status, the header X-Fleet-Reason: <reason> and the body {"error":"<reason>"}.
 // A Refusal holds no secret, so neither does the answer or the log line.
 func (v *Verifier) Refuse(w http.ResponseWriter, r *http.Request, ref *Refusal, event string) {
-	p := proxy.LogPath(r)
+	p := contract.LogPath(r)
 	if p == "" {
 		p = r.URL.EscapedPath()
 	}

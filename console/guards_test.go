@@ -9,7 +9,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/phase-console/fleet/proxy"
+	"github.com/phase-console/fleet/contract"
 )
 
 // seen is what a handler behind the guards saw.
@@ -226,7 +226,7 @@ func TestMiddleware_StripsAssertion(t *testing.T) {
 		t.Fatalf("%d %+v", w.Code, s.caller)
 	}
 	for name := range s.header {
-		if proxy.IsAssertionName(name) {
+		if contract.IsAssertionName(name) {
 			t.Errorf("handler saw %s", name)
 		}
 	}

@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"mime"
 	"net"
 	"net/http"
 	"net/netip"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,9 +15,11 @@ import (
 	"syscall"
 	"time"
 
+	"tailscale.com/paths"
+
+	"github.com/phase-console/fleet/contract"
 	"github.com/phase-console/fleet/internal/peercred"
 	"github.com/phase-console/fleet/internal/state"
-	"github.com/phase-console/fleet/proxy"
 )
 
 // A Scope is where a caller stands: on this machine (local) or anywhere else (remote).
@@ -87,7 +87,9 @@ type Config struct {
 	// Now is the clock of the rotation grace; nil means time.Now.
 	Now func() time.Time
 	// TailscaleSocket is tailscaled's LocalAPI socket, whose owner is tailscaled's uid; ""
-	// means DefaultTailscaleSocket. A console running as that uid believes nobody local.
+	// means tailscaled's usual socket for this OS (tailscale.com/paths.DefaultTailscaledSocket,
+	// the one fleet serve and fleet doctor use). A console running as that uid believes nobody
+	// local.
 	TailscaleSocket string
 	// TrustTailscaledUser lets a console that runs as tailscaled's uid believe local callers
 	// anyway. Set it only when tailscaled uses a kernel TUN (it then never forwards a tailnet
@@ -127,12 +129,12 @@ func New(cfg Config) (*Verifier, error) {
 		ph = DefaultProxyHeader
 	}
 	if cfg.TailscaleSocket == "" {
-		cfg.TailscaleSocket = DefaultTailscaleSocket
+		cfg.TailscaleSocket = paths.DefaultTailscaledSocket()
 	}
 	path := filepath.Join(state.FleetDir(home), state.TokenFile)
 	v := &Verifier{
 		token:       state.NewTokenFollower(path, cfg.Now),
-		proxyFold:   proxy.FoldName(ph),
+		proxyFold:   contract.FoldName(ph),
 		allowHost:   cfg.AllowHost,
 		tsSocket:    cfg.TailscaleSocket,
 		trustTSUser: cfg.TrustTailscaledUser,
@@ -197,7 +199,7 @@ func (v *Verifier) Judge(r *http.Request) (Caller, *Refusal) {
 	if a.carried {
 		return v.judgeAssertion(r, a)
 	}
-	if !loopbackHost(r.Host) && (v.allowHost == nil || !v.allowHost(r.Host)) {
+	if !contract.IsLoopbackHost(r.Host) && (v.allowHost == nil || !v.allowHost(r.Host)) {
 		return Caller{}, refusal(http.StatusMisdirectedRequest, ReasonHost, "", "Host is not a loopback name")
 	}
 	// Without the supervisor's assertion, a caller is believed only as this console's own user
@@ -215,9 +217,6 @@ func (v *Verifier) Judge(r *http.Request) (Caller, *Refusal) {
 	}
 	return Caller{Scope: Local}, nil
 }
-
-// DefaultTailscaleSocket is where tailscaled's LocalAPI socket usually is on Linux.
-const DefaultTailscaleSocket = "/var/run/tailscale/tailscaled.sock"
 
 // notTailscaledsUser reports an error when this console runs as the same user as tailscaled (the
 // owner of its LocalAPI socket). tailscaled with userspace networking forwards a tailnet peer's
@@ -287,10 +286,10 @@ func (v *Verifier) sameUser(r *http.Request) error {
 }
 
 func (v *Verifier) judgeAssertion(r *http.Request, a assertion) (Caller, *Refusal) {
-	if proxy.HasHeaderFold(r.Header, v.proxyFold) {
+	if contract.HasHeaderFold(r.Header, v.proxyFold) {
 		return Caller{}, refusal(http.StatusForbidden, ReasonAndProxy, "C3", "assertion beside the proxy identity header")
 	}
-	if !loopbackHost(r.Host) {
+	if !contract.IsLoopbackHost(r.Host) {
 		return Caller{}, refusal(http.StatusMisdirectedRequest, ReasonNotLoopback, "C2", "assertion on a Host that is not loopback")
 	}
 	if why := a.malformed(); why != "" {
@@ -306,11 +305,6 @@ func (v *Verifier) judgeAssertion(r *http.Request, a assertion) (Caller, *Refusa
 	return Caller{Scope: Remote, Login: a.logins[0]}, nil
 }
 
-var (
-	foldedFleet      = proxy.FoldName(proxy.HeaderFleet)
-	foldedFleetLogin = proxy.FoldName(proxy.HeaderFleetLogin)
-)
-
 // An assertion is what a request carries of the two assertion headers, under every spelling.
 type assertion struct {
 	carried bool     // either header is present (any spelling, any value) or declared as a trailer
@@ -322,17 +316,17 @@ type assertion struct {
 func readAssertion(r *http.Request) assertion {
 	var a assertion
 	for name, vals := range r.Header {
-		switch proxy.FoldName(name) {
-		case foldedFleet:
+		switch {
+		case contract.FoldedEqual(name, contract.FoldedFleet):
 			a.carried = true
 			a.bearers = append(a.bearers, vals...)
-		case foldedFleetLogin:
+		case contract.FoldedEqual(name, contract.FoldedFleetLogin):
 			a.carried = true
 			a.logins = append(a.logins, vals...)
 		}
 	}
 	for name := range r.Trailer {
-		if proxy.IsAssertionName(name) {
+		if contract.IsAssertionName(name) {
 			a.carried, a.trailer = true, true
 		}
 	}
@@ -360,7 +354,7 @@ func (a assertion) malformed() string {
 // X-Forwarded-*, X-Real-Ip or Tailscale-*, under any spelling.
 func (v *Verifier) proxied(h http.Header) bool {
 	for name := range h {
-		f := proxy.FoldName(name)
+		f := contract.FoldName(name)
 		if f == v.proxyFold || f == "forwarded" || f == "x-real-ip" ||
 			strings.HasPrefix(f, "x-forwarded-") || strings.HasPrefix(f, "tailscale-") {
 			return true
@@ -369,96 +363,22 @@ func (v *Verifier) proxied(h http.Header) bool {
 	return false
 }
 
-// proxyLogin is the value of the proxy identity header when there is exactly one, RFC 2047 decoded
-// as Tailscale Serve encodes a non-ASCII login; else "".
-func (v *Verifier) proxyLogin(h http.Header) string {
-	var vals []string
-	for name, vv := range h {
-		if proxy.FoldName(name) == v.proxyFold {
-			vals = append(vals, vv...)
-		}
-	}
-	if len(vals) != 1 {
-		return ""
-	}
-	if d, err := new(mime.WordDecoder).DecodeHeader(vals[0]); err == nil {
-		return d
-	}
-	return vals[0]
-}
-
-// loopbackHost reports whether host (a Host header: name, optional ":port") names this machine's
-// loopback: 127.0.0.1, [::1] or localhost (any case), with an optional decimal port. Nothing else —
-// not 127.0.0.2, not "localhost.", not 127.0.0.1.evil.example — counts (C2).
-func loopbackHost(host string) bool {
-	name, port := host, ""
-	if strings.HasPrefix(host, "[") {
-		end := strings.IndexByte(host, ']')
-		if end < 0 {
-			return false
-		}
-		name, port = host[1:end], host[end+1:]
-		ip, err := netip.ParseAddr(name)
-		if err != nil || !ip.Is6() || ip.Zone() != "" || ip != netip.IPv6Loopback() {
-			return false
-		}
-	} else {
-		if i := strings.IndexByte(host, ':'); i >= 0 {
-			name, port = host[:i], host[i:]
-		}
-		if name != "127.0.0.1" && !strings.EqualFold(name, "localhost") {
-			return false
-		}
-	}
-	if port == "" {
-		return true
-	}
-	digits := port[1:]
-	if port[0] != ':' || len(digits) == 0 || len(digits) > 5 {
-		return false
-	}
-	n := 0
-	for i := 0; i < len(digits); i++ {
-		c := digits[i]
-		if c < '0' || c > '9' {
-			return false
-		}
-		n = n*10 + int(c-'0')
-	}
-	return n <= 65535
-}
-
 // loopbackPeer reports whether the TCP peer (http.Request.RemoteAddr) is a loopback address.
 func loopbackPeer(remoteAddr string) bool {
 	ap, err := netip.ParseAddrPort(remoteAddr)
 	return err == nil && ap.Addr().Unmap().IsLoopback()
 }
 
-// sameOrigin reports whether r has no Origin header, or exactly one that is r's own origin
-// (http or, over TLS, https, plus Host; default ports ignored).
+// sameOrigin reports whether r has no Origin header, or exactly one that is r's own origin (http
+// or, over TLS, https, plus Host), as contract.SameOrigin compares them (RFC 6454).
 func sameOrigin(r *http.Request) bool {
 	vals := r.Header.Values("Origin")
 	if len(vals) == 0 {
 		return true
 	}
-	if len(vals) != 1 {
-		return false
-	}
 	scheme := "http"
 	if r.TLS != nil {
 		scheme = "https"
 	}
-	u, err := url.Parse(vals[0])
-	if err != nil || u.Scheme != scheme || u.User != nil || u.Host == "" ||
-		(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
-		return false
-	}
-	return strings.EqualFold(withoutDefaultPort(u.Host, scheme), withoutDefaultPort(r.Host, scheme))
-}
-
-func withoutDefaultPort(host, scheme string) string {
-	if scheme == "http" {
-		return strings.TrimSuffix(host, ":80")
-	}
-	return strings.TrimSuffix(host, ":443")
+	return len(vals) == 1 && contract.SameOrigin(vals[0], scheme, r.Host)
 }

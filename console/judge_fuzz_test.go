@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/phase-console/fleet/proxy"
+	"github.com/phase-console/fleet/contract"
 )
 
 // FuzzJudge checks the guarantees of Judge on arbitrary Host, peer and three arbitrary header
@@ -37,7 +37,7 @@ func FuzzJudge(f *testing.F) {
 				continue
 			}
 			r.Header[h[0]] = append(r.Header[h[0]], h[1])
-			switch f := proxy.FoldName(h[0]); {
+			switch f := contract.FoldName(h[0]); {
 			case f == "x-phase-console-fleet":
 				assertion, bearers = true, append(bearers, h[1])
 			case f == "x-phase-console-fleet-login":
@@ -62,7 +62,7 @@ func FuzzJudge(f *testing.F) {
 		}
 		switch c.Scope {
 		case Local:
-			if assertion || marks || !loopbackPeer(peer) || !loopbackHost(host) || c.Login != "" {
+			if assertion || marks || !loopbackPeer(peer) || !contract.IsLoopbackHost(host) || c.Login != "" {
 				t.Fatalf("local for assertion=%v marks=%v peer=%q host=%q login=%q", assertion, marks, peer, host, c.Login)
 			}
 		case Remote:
@@ -70,7 +70,7 @@ func FuzzJudge(f *testing.F) {
 				return
 			}
 			if len(bearers) != 1 || bearers[0] != tokA || len(logins) != 1 || logins[0] == "" ||
-				c.Login != logins[0] || proxyHdr || !loopbackHost(host) {
+				c.Login != logins[0] || proxyHdr || !contract.IsLoopbackHost(host) {
 				t.Fatalf("believed bearers=%d logins=%q host=%q proxy=%v as %+v", len(bearers), logins, host, proxyHdr, c)
 			}
 		default:

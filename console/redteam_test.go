@@ -267,7 +267,7 @@ func TestRedTeam_C_LocalOriginForms(t *testing.T) {
 	for _, o := range []string{
 		"null", "http://localhost:9001", "http://127.0.0.1", "http://127.0.0.1:9002", "https://127.0.0.1:9001",
 		"http://127.0.0.1:9001.", "http://127.0.0.1.:9001", "http://user@127.0.0.1:9001", "http://evil.example",
-		"http://127.0.0.1:9001/x", "http://127.0.0.1:9001?x", "http://[::ffff:127.0.0.1]:9001", "127.0.0.1:9001",
+		"http://127.0.0.1:9001/x", "http://127.0.0.1:9001/", "http://127.0.0.1:9001?x", "http://[::ffff:127.0.0.1]:9001", "127.0.0.1:9001",
 		"http:127.0.0.1:9001", "http://127.0.0.1:9001#x",
 	} {
 		r := newReq("POST", "/presence", "", "", []hdr{{"Origin", o}})

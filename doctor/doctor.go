@@ -38,6 +38,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/phase-console/fleet/contract"
 	"github.com/phase-console/fleet/internal/peercred"
 	"github.com/phase-console/fleet/internal/state"
 	"tailscale.com/ipn"
@@ -53,10 +54,6 @@ type LocalAPI interface {
 	GetPrefs(ctx context.Context) (*ipn.Prefs, error)
 }
 
-// DefaultPort is the supervisor's default port (SPEC S1), used when neither Config.Port nor
-// supervisor.addr says otherwise.
-const DefaultPort = 7420
-
 // unixServeMinVersion is the first tailscaled that can serve to a unix socket.
 var unixServeMinVersion = [2]int{1, 94}
 
@@ -66,7 +63,7 @@ type Config struct {
 	LocalAPI        LocalAPI // tailscaled's LocalAPI
 	TailscaleSocket string   // only for messages: where LocalAPI talks to
 
-	// Port is the supervisor's TCP port. Zero: the port in supervisor.addr, else DefaultPort.
+	// Port is the supervisor's TCP port. Zero: the port in supervisor.addr, else contract.DefaultPort.
 	Port int
 	// Socket is the unix socket of `fleet serve --socket`, if the set-up uses one.
 	Socket string
@@ -136,12 +133,9 @@ func runWith(ctx context.Context, cfg Config, place placeFacts) []Check {
 		cfg.Timeout = 5 * time.Second
 	}
 	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = &http.Client{
-			Timeout: cfg.Timeout,
-			// Never an environment proxy: the bearer goes to this machine only.
-			// And only to a supervisor run by this same user (never a squatter on its port).
-			Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true, DialContext: peercred.DialOwn},
-		}
+		// No environment proxy, and only a supervisor run by this same user (never a squatter
+		// on its port) gets the bearer.
+		cfg.HTTPClient = peercred.OwnClient(cfg.Timeout, false)
 	}
 	r := &run{cfg: cfg}
 	port, portSource := r.port()
@@ -178,7 +172,7 @@ func (r *run) port() (int, string) {
 	if ap, err := readAddr(r.fleetFile(state.AddrFile)); err == nil {
 		return int(ap.Port()), "supervisor.addr"
 	}
-	return DefaultPort, "default"
+	return contract.DefaultPort, "default"
 }
 
 func readAddr(path string) (netip.AddrPort, error) {

@@ -18,6 +18,7 @@ import (
 	"tailscale.com/ipn"
 	"tailscale.com/ipn/ipnstate"
 
+	"github.com/phase-console/fleet/contract"
 	"github.com/phase-console/fleet/internal/state"
 	"github.com/phase-console/fleet/internal/supervisortest"
 	"github.com/phase-console/fleet/supervisor"
@@ -255,7 +256,7 @@ func TestServeTargets_S2(t *testing.T) {
 func TestStateFiles_F1(t *testing.T) {
 	t.Run("missing", func(t *testing.T) {
 		home := newHome(t)
-		checks := Run(context.Background(), Config{StateHome: home, LocalAPI: healthyTailscaled(DefaultPort)})
+		checks := Run(context.Background(), Config{StateHome: home, LocalAPI: healthyTailscaled(contract.DefaultPort)})
 		want(t, checks, "state folder", Warn, "does not exist yet", "fleet serve")
 		want(t, checks, "supervisor", Fail, "supervisor.addr is missing", "fleet serve")
 	})
@@ -265,7 +266,7 @@ func TestStateFiles_F1(t *testing.T) {
 		dir := state.FleetDir(home)
 		os.Chmod(dir, 0o755)
 		t.Cleanup(func() { os.Chmod(dir, 0o700) })
-		checks := Run(context.Background(), Config{StateHome: home, LocalAPI: healthyTailscaled(DefaultPort)})
+		checks := Run(context.Background(), Config{StateHome: home, LocalAPI: healthyTailscaled(contract.DefaultPort)})
 		want(t, checks, "state folder", Fail, dir+" is group- or world-accessible (mode 0755)", "chmod 700 "+dir)
 		if st, _ := os.Stat(dir); st.Mode().Perm() != 0o755 {
 			t.Errorf("the doctor changed the mode")
@@ -275,7 +276,7 @@ func TestStateFiles_F1(t *testing.T) {
 		home := newHome(t)
 		startSupervisor(t, home) // serve's own rule accepted it
 		os.Chmod(home, 0o755)
-		checks := Run(context.Background(), Config{StateHome: home, LocalAPI: healthyTailscaled(DefaultPort)})
+		checks := Run(context.Background(), Config{StateHome: home, LocalAPI: healthyTailscaled(contract.DefaultPort)})
 		want(t, checks, "state folder", OK, "private", "")
 		want(t, checks, "fleet.token", OK, "well-formed", "")
 	})
@@ -284,7 +285,7 @@ func TestStateFiles_F1(t *testing.T) {
 		startSupervisor(t, home)
 		os.Chmod(home, 0o775)
 		t.Cleanup(func() { os.Chmod(home, 0o700) })
-		checks := Run(context.Background(), Config{StateHome: home, LocalAPI: healthyTailscaled(DefaultPort)})
+		checks := Run(context.Background(), Config{StateHome: home, LocalAPI: healthyTailscaled(contract.DefaultPort)})
 		want(t, checks, "state folder", Fail, home, "chmod")
 		if err := state.EnsureHome(home); err == nil {
 			t.Error("fleet serve's rule accepts what doctor refuses")
@@ -295,7 +296,7 @@ func TestStateFiles_F1(t *testing.T) {
 		startSupervisor(t, home)
 		tok := filepath.Join(state.FleetDir(home), state.TokenFile)
 		os.Chmod(tok, 0o644)
-		checks := Run(context.Background(), Config{StateHome: home, LocalAPI: healthyTailscaled(DefaultPort)})
+		checks := Run(context.Background(), Config{StateHome: home, LocalAPI: healthyTailscaled(contract.DefaultPort)})
 		want(t, checks, "fleet.token", Fail, "group- or world-accessible (mode 0644)", "chmod 600 "+tok)
 		want(t, checks, "supervisor", Warn, "without a readable token", "fleet.token")
 		os.Chmod(tok, 0o600)
@@ -307,7 +308,7 @@ func TestStateFiles_F1(t *testing.T) {
 		tok := filepath.Join(state.FleetDir(home), state.TokenFile)
 		secretish := "not-a-token but secret-looking"
 		os.WriteFile(tok, []byte(secretish+"\n"), 0o600)
-		checks := Run(context.Background(), Config{StateHome: home, LocalAPI: healthyTailscaled(DefaultPort)})
+		checks := Run(context.Background(), Config{StateHome: home, LocalAPI: healthyTailscaled(contract.DefaultPort)})
 		want(t, checks, "fleet.token", Fail, "not one line of base64url", "move it away")
 		if strings.Contains(report(checks), secretish) {
 			t.Errorf("the report shows the token file's contents")
@@ -318,7 +319,7 @@ func TestStateFiles_F1(t *testing.T) {
 		startSupervisor(t, home)
 		reg := filepath.Join(state.FleetDir(home), state.RegistryFile)
 		os.WriteFile(reg, []byte("{"), 0o600)
-		checks := Run(context.Background(), Config{StateHome: home, LocalAPI: healthyTailscaled(DefaultPort)})
+		checks := Run(context.Background(), Config{StateHome: home, LocalAPI: healthyTailscaled(contract.DefaultPort)})
 		want(t, checks, "consoles.json", Fail, "does not parse", "move it away")
 	})
 }
@@ -334,7 +335,7 @@ func TestSupervisor(t *testing.T) {
 		addr := ln.Addr().String()
 		ln.Close() // nobody listens there now: supervisor.addr left by an earlier run
 		state.WriteFileAtomic(filepath.Join(state.FleetDir(home), state.AddrFile), []byte(addr+"\n"))
-		checks := Run(context.Background(), Config{StateHome: home, LocalAPI: healthyTailscaled(DefaultPort)})
+		checks := Run(context.Background(), Config{StateHome: home, LocalAPI: healthyTailscaled(contract.DefaultPort)})
 		want(t, checks, "supervisor", Fail, "nothing answers at "+addr, "fleet serve")
 	})
 	t.Run("another state folder's supervisor", func(t *testing.T) {
@@ -356,7 +357,7 @@ func TestSupervisor(t *testing.T) {
 		}
 		os.Chmod(home, 0o700)
 		state.WriteFileAtomic(filepath.Join(state.FleetDir(home), state.AddrFile), []byte("192.0.2.1:7420\n"))
-		checks := Run(context.Background(), Config{StateHome: home, LocalAPI: healthyTailscaled(DefaultPort)})
+		checks := Run(context.Background(), Config{StateHome: home, LocalAPI: healthyTailscaled(contract.DefaultPort)})
 		want(t, checks, "supervisor", Fail, "not a loopback address", "restart fleet serve")
 	})
 	t.Run("unix socket answering", func(t *testing.T) {

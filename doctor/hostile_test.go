@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/phase-console/fleet/contract"
 	"github.com/phase-console/fleet/internal/otheruser"
 	"github.com/phase-console/fleet/internal/state"
 	"tailscale.com/ipn"
@@ -75,7 +76,7 @@ func TestHostileServeConfigs(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.Chmod(home, 0o700)
-	const port = DefaultPort
+	const port = contract.DefaultPort
 	p := strconv.Itoa(port)
 	lookAlikes := []string{
 		"", "unix:", "unix:/nonexistent.sock", "http://", "http://:" + p, "http://127.0.0.1:" + p + "@evil.example",
@@ -163,7 +164,7 @@ func TestBearerOnlyToOwnUser(t *testing.T) {
 		h := otherUserStart(t, "squat [::1]:0")
 		port := strings.TrimSpace(strings.TrimPrefix(h.Expect(t, "PORT "), "PORT "))
 		state.WriteFileAtomic(addrFile, []byte("[::1]:"+port+"\n"))
-		checks := Run(context.Background(), Config{StateHome: home, LocalAPI: healthyTailscaled(DefaultPort)})
+		checks := Run(context.Background(), Config{StateHome: home, LocalAPI: healthyTailscaled(contract.DefaultPort)})
 		if c, _ := find(checks, "supervisor"); c.Status != Fail {
 			t.Errorf("supervisor: %q, want FAIL", c.String())
 		}
@@ -185,7 +186,7 @@ func TestBearerOnlyToOwnUser(t *testing.T) {
 		go srv.Serve(ln)
 		defer srv.Close()
 		state.WriteFileAtomic(addrFile, []byte(ln.Addr().String()+"\n"))
-		checks := Run(context.Background(), Config{StateHome: home, LocalAPI: healthyTailscaled(DefaultPort)})
+		checks := Run(context.Background(), Config{StateHome: home, LocalAPI: healthyTailscaled(contract.DefaultPort)})
 		if c, _ := find(checks, "supervisor"); c.Status == OK {
 			t.Errorf("supervisor: %q", c.String())
 		}

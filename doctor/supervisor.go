@@ -69,23 +69,9 @@ func (r *run) checkSocket(ctx context.Context) {
 		r.add(Fail, "unix socket", fmt.Sprintf("%s is group- or world-accessible (mode %04o)", sock, st.Mode().Perm()), "chmod 600 "+sock)
 		return
 	}
-	c := &http.Client{
-		Timeout: r.cfg.Timeout,
-		Transport: &http.Transport{
-			Proxy:             nil,
-			DisableKeepAlives: true,
-			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-				c, err := (&net.Dialer{}).DialContext(ctx, "unix", sock)
-				if err != nil {
-					return nil, err
-				}
-				if err := peercred.CheckOwn(c); err != nil {
-					c.Close()
-					return nil, err
-				}
-				return c, nil
-			},
-		},
+	c := peercred.OwnClient(r.cfg.Timeout, false)
+	c.Transport.(*http.Transport).DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return peercred.DialOwn(ctx, "unix", sock)
 	}
 	r.probe(ctx, "unix socket", "http://localhost", c, "start fleet serve --socket "+sock)
 }

@@ -2,8 +2,9 @@ package proxy
 
 import (
 	"net/http"
-	"net/url"
 	"strings"
+
+	"github.com/phase-console/fleet/contract"
 )
 
 // CheckUpgrade lets a request through when it asks for no protocol upgrade, or for exactly
@@ -21,23 +22,16 @@ func CheckUpgrade(r *http.Request) *Refusal {
 }
 
 // CheckOrigin refuses a request whose Origin header is present and is not the request's own origin
-// (SPEC S12): scheme (proto, from Serve's X-Forwarded-Proto, else "http") plus the Host. "null"
-// and a second Origin are refused too.
+// (SPEC S12): scheme (proto, from Serve's X-Forwarded-Proto, else "http") plus the Host, compared
+// as contract.SameOrigin does (RFC 6454: no path, default ports the same as none). "null" and a
+// second Origin are refused too: 403 cross-origin.
 func CheckOrigin(r *http.Request, proto string) *Refusal {
 	origins := r.Header.Values("Origin")
 	if len(origins) == 0 {
 		return nil
 	}
-	refuse := Refuse(http.StatusForbidden, "cross-origin", "the request comes from a page of another origin")
-	if len(origins) != 1 {
-		return refuse
-	}
-	u, err := url.Parse(origins[0])
-	if err != nil || u.Scheme == "" || u.Host == "" || u.Path != "" || u.RawQuery != "" || u.User != nil || u.Fragment != "" {
-		return refuse
-	}
-	if !strings.EqualFold(u.Scheme, proto) || !strings.EqualFold(u.Host, r.Host) {
-		return refuse
+	if len(origins) != 1 || !contract.SameOrigin(origins[0], proto, r.Host) {
+		return Refuse(http.StatusForbidden, "cross-origin", "the request comes from a page of another origin")
 	}
 	return nil
 }

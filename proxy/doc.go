@@ -24,6 +24,9 @@
 //     the caller on a closed connection. Operational errors are logged at warning level.
 //   - S12: a request whose Origin is not its own origin is 403 cross-origin (CheckOrigin).
 //
+// The names, the folding of header names, the console-id grammar and the same-origin rule are
+// package contract's, shared with the console library; this package applies them on the hop.
+//
 // This package judges and forwards; it does not decide who the caller is. That is the door's job,
 // and the door hands the verified login to Hop.Forward. This package must never forward a request
 // it could not judge.

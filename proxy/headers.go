@@ -4,62 +4,16 @@ import (
 	"net/http"
 	"net/textproto"
 	"strings"
+
+	"github.com/phase-console/fleet/contract"
 )
 
-// The assertion headers: only the supervisor writes them, on the hop to a console (SPEC S6).
+// The assertion headers (contract.HeaderFleet, contract.HeaderFleetLogin), named here too for
+// the hop that writes them.
 const (
-	HeaderFleet      = "X-Phase-Console-Fleet"
-	HeaderFleetLogin = "X-Phase-Console-Fleet-Login"
+	HeaderFleet      = contract.HeaderFleet
+	HeaderFleetLogin = contract.HeaderFleetLogin
 )
-
-// FoldName is how fleet compares header names (SPEC S3): lower-cased, with every character that is
-// not a letter or digit folded to '-'. So "x_phase.console-FLEET" and "X-Phase-Console-Fleet" are one
-// name, as they may be to some console framework.
-func FoldName(name string) string {
-	b := make([]byte, len(name))
-	for i := 0; i < len(name); i++ {
-		b[i] = foldByte(name[i])
-	}
-	return string(b)
-}
-
-func foldByte(c byte) byte {
-	switch {
-	case 'a' <= c && c <= 'z', '0' <= c && c <= '9':
-		return c
-	case 'A' <= c && c <= 'Z':
-		return c + 'a' - 'A'
-	}
-	return '-'
-}
-
-// foldedEqual reports whether FoldName(name) == folded, without allocating.
-func foldedEqual(name, folded string) bool {
-	return len(name) == len(folded) && foldedHasPrefix(name, folded)
-}
-
-// foldedHasPrefix reports whether FoldName(name) starts with folded, without allocating.
-func foldedHasPrefix(name, folded string) bool {
-	if len(name) < len(folded) {
-		return false
-	}
-	for i := 0; i < len(folded); i++ {
-		if foldByte(name[i]) != folded[i] {
-			return false
-		}
-	}
-	return true
-}
-
-var (
-	foldedFleet      = FoldName(HeaderFleet)
-	foldedFleetLogin = FoldName(HeaderFleetLogin)
-)
-
-// IsAssertionName reports whether name is either assertion header under any S3 spelling.
-func IsAssertionName(name string) bool {
-	return foldedEqual(name, foldedFleet) || foldedEqual(name, foldedFleetLogin)
-}
 
 // identityPrefixes and identityNames are the header families that a caller may use to claim an
 // identity (SPEC S4), folded, by the folded name's first byte (so that a name is compared with a
@@ -74,7 +28,7 @@ var (
 	}
 	identityNames = [256][]string{
 		'f': {"forwarded"},
-		'x': {"x-real-ip", foldedFleet, foldedFleetLogin},
+		'x': {"x-real-ip", contract.FoldedFleet, contract.FoldedFleetLogin},
 		't': {"teleport-jwt-assertion"},
 		'a': {"authorization"},
 		'p': {"proxy-authorization"},
@@ -87,14 +41,14 @@ func IsIdentityName(name string) bool {
 	if name == "" {
 		return false
 	}
-	first := foldByte(name[0])
+	first := contract.FoldByte(name[0])
 	for _, n := range identityNames[first] {
-		if foldedEqual(name, n) {
+		if contract.FoldedEqual(name, n) {
 			return true
 		}
 	}
 	for _, p := range identityPrefixes[first] {
-		if foldedHasPrefix(name, p) {
+		if contract.FoldedHasPrefix(name, p) {
 			return true
 		}
 	}
@@ -106,7 +60,7 @@ func IsIdentityName(name string) bool {
 // trailer.
 func CheckNoAssertion(r *http.Request) *Refusal {
 	for name := range r.Header {
-		if IsAssertionName(name) {
+		if contract.IsAssertionName(name) {
 			return Refuse(http.StatusBadRequest, "assertion-sent", "the request carries an assertion header; only the supervisor writes it")
 		}
 	}
@@ -115,7 +69,7 @@ func CheckNoAssertion(r *http.Request) *Refusal {
 	}
 	// net/http moves the names declared in "Trailer:" into r.Trailer; look at both.
 	for name := range r.Trailer {
-		if IsAssertionName(name) {
+		if contract.IsAssertionName(name) {
 			return Refuse(http.StatusBadRequest, "assertion-sent", "the request declares an assertion header as a trailer")
 		}
 	}
@@ -129,7 +83,7 @@ func CheckNoAssertion(r *http.Request) *Refusal {
 func listsAssertionName(values []string) bool {
 	for _, v := range values {
 		for tok := range strings.SplitSeq(v, ",") {
-			if IsAssertionName(textproto.TrimString(tok)) {
+			if contract.IsAssertionName(textproto.TrimString(tok)) {
 				return true
 			}
 		}
@@ -145,15 +99,4 @@ func ScrubIdentity(h http.Header) {
 			delete(h, name)
 		}
 	}
-}
-
-// HasHeaderFold reports whether h has a header whose folded name is FoldName(name).
-func HasHeaderFold(h http.Header, name string) bool {
-	f := FoldName(name)
-	for k := range h {
-		if foldedEqual(k, f) {
-			return true
-		}
-	}
-	return false
 }

@@ -5,6 +5,8 @@ import (
 	"net/textproto"
 	"strings"
 	"testing"
+
+	"github.com/phase-console/fleet/contract"
 )
 
 // FuzzHeaderRules_S3_S4: whatever a header's name, a name that folds to an assertion header is
@@ -18,7 +20,7 @@ func FuzzHeaderRules_S3_S4(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, name string) {
-		folded := FoldName(name)
+		folded := contract.FoldName(name)
 		if len(folded) != len(name) {
 			t.Fatalf("FoldName changed the length of %q", name)
 		}
@@ -37,7 +39,7 @@ func FuzzHeaderRules_S3_S4(f *testing.F) {
 		// A Connection value is a list: its elements are trimmed and split on commas.
 		wantConn := false
 		for _, tok := range strings.Split(name, ",") {
-			wantConn = wantConn || IsAssertionName(textproto.TrimString(tok))
+			wantConn = wantConn || contract.IsAssertionName(textproto.TrimString(tok))
 		}
 		if got := CheckNoAssertion(r) != nil; got != wantConn {
 			t.Fatalf("CheckNoAssertion on Connection: %q: %v, want %v", name, got, wantConn)

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/phase-console/fleet/contract"
 )
 
 // This file is the path judgement of the reverse proxy (SPEC S7): one pure function that turns the
@@ -22,8 +24,6 @@ const (
 	ReasonHooks    = "hooks"    // 403: the path is /c/<id>/hooks or below it
 	ReasonRedirect = "redirect" // 308: "/c/<id>" without the trailing slash; Detail is "/c/<id>/"
 )
-
-const maxIDLen = 63
 
 // JudgePath judges the raw request-target (http.Request.RequestURI: path plus optional "?query")
 // of a request for /c/<id>/... . It returns the Route to forward, or a Refusal:
@@ -303,27 +303,30 @@ func decodeValid(s string) string {
 	return b.String()
 }
 
-// canonicalID lower-cases (ASCII only: "\u212A" must not become "k") and checks a console id.
+// canonicalID lower-cases (ASCII only: "\u212A" must not become "k") and checks a console id
+// (contract.ValidConsoleID). It allocates only for an id written with upper case.
 func canonicalID(s string) (string, bool) {
-	if len(s) == 0 || len(s) > maxIDLen {
+	if len(s) > contract.MaxConsoleIDLen {
 		return "", false
 	}
-	lower := true
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case 'a' <= c && c <= 'z', '0' <= c && c <= '9':
-		case 'A' <= c && c <= 'Z':
-			lower = false
-		case c == '-' && i > 0:
-		default:
-			return "", false
+		if 'A' <= s[i] && s[i] <= 'Z' {
+			s = asciiLower(s)
+			break
 		}
 	}
-	if !lower {
-		s = strings.ToLower(s) // ASCII only here, so ToLower is exact
+	return s, contract.ValidConsoleID(s)
+}
+
+// asciiLower lower-cases the ASCII letters of s and nothing else.
+func asciiLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
 	}
-	return s, true
+	return string(b)
 }
 
 func ishex(c byte) bool {

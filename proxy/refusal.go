@@ -5,6 +5,8 @@ import (
 	"html"
 	"log/slog"
 	"net/http"
+
+	"github.com/phase-console/fleet/contract"
 )
 
 // A Refusal is the answer to a request that fleet will not forward: an HTTP status and the reason
@@ -40,7 +42,7 @@ func WriteRefusal(w http.ResponseWriter, r *http.Request, log *slog.Logger, ref 
 			"reason", ref.Reason,
 			"status", ref.Status,
 			"method", r.Method,
-			"path", LogPath(r),
+			"path", contract.LogPath(r),
 			"peer", r.RemoteAddr,
 		}
 		if ref.Detail != "" {
@@ -64,18 +66,5 @@ func WriteRefusal(w http.ResponseWriter, r *http.Request, log *slog.Logger, ref 
 		html.EscapeString(ref.Detail))
 }
 
-// LogPath is the request's path for a log line: the path only, never the query, which may carry
-// something secret.
-func LogPath(r *http.Request) string {
-	p := r.RequestURI
-	for i := 0; i < len(p); i++ {
-		if p[i] == '?' {
-			p = p[:i]
-			break
-		}
-	}
-	if len(p) > 512 {
-		p = p[:512] + "…"
-	}
-	return p
-}
+// LogPath is the request's path for a log line: contract.LogPath (never the query).
+func LogPath(r *http.Request) string { return contract.LogPath(r) }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/phase-console/fleet/contract"
 	"github.com/phase-console/fleet/proxy"
 )
 
@@ -35,7 +36,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, rawPath string
 		s.register(w, r)
 	case strings.HasPrefix(rawPath, collection+"/") && r.Method == http.MethodDelete:
 		id := strings.TrimPrefix(rawPath, collection+"/")
-		if !consoleIDPattern.MatchString(id) {
+		if !contract.ValidConsoleID(id) {
 			refuse(proxy.Refuse(http.StatusNotFound, "unknown-console", "no console is registered with that id"))
 			return
 		}
@@ -136,16 +137,8 @@ func (w *jsonRefusalWriter) Write(b []byte) (int, error) { return len(b), nil }
 
 // bearerOK compares the request's bearer with the fleet token in constant time.
 func (s *Server) bearerOK(r *http.Request) bool {
-	auth := r.Header.Values("Authorization")
-	if len(auth) != 1 {
-		return false
-	}
-	scheme, tok, ok := strings.Cut(auth[0], " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return false
-	}
-	tok = strings.TrimSpace(tok)
-	return tok != "" && s.token.MatchFresh(tok) // compares in constant time
+	tok, ok := contract.ParseBearer(r.Header)
+	return ok && s.token.MatchFresh(tok) // compares in constant time
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

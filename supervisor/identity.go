@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/phase-console/fleet/contract"
 	"github.com/phase-console/fleet/internal/peercred"
 	"github.com/phase-console/fleet/proxy"
 	"tailscale.com/client/local"
@@ -184,7 +185,7 @@ func (v *verifier) verify(r *http.Request) (caller, *proxy.Refusal) {
 	}
 
 	// S5c: Funnel traffic is never a tailnet user.
-	if proxy.HasHeaderFold(r.Header, "Tailscale-Funnel-Request") {
+	if contract.HasHeaderFold(r.Header, "Tailscale-Funnel-Request") {
 		return caller{}, proxy.Refuse(http.StatusForbidden, "funnel", "requests from the public internet (Funnel) are refused")
 	}
 	xff := r.Header.Values("X-Forwarded-For")

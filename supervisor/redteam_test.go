@@ -583,8 +583,8 @@ func TestRedTeam_S10_HostForms(t *testing.T) {
 	}
 }
 
-// Was a finding (low), fixed: hostOnly dropped everything after the ':' as "the port" without checking it (and
-// takes anything in brackets), so a Host such as "sup.tail1234.ts.net:1,evil.example" is admitted
+// Was a finding (low), fixed: the Host parser (now contract.ParseHost) dropped everything after
+// the ':' as "the port" without checking it (and took anything in brackets), so a Host such as "sup.tail1234.ts.net:1,evil.example" is admitted
 // and forwarded raw as X-Forwarded-Host, where frameworks that split a forwarded list read
 // "evil.example" as the public host (links, redirects, cache keys).
 func TestRedTeam_S10_HostWithJunkPort(t *testing.T) {
@@ -632,8 +632,8 @@ func TestRedTeam_S12_OriginForms(t *testing.T) {
 		r := d.raw(serveReq("GET", "/c/alpha/ws", extra...))
 		d.wantRefused(t, r, before, 403, "cross-origin")
 	}
-	// The real origin, in any case, is forwarded.
-	for _, o := range []string{"https://" + tsName, "HTTPS://" + strings.ToUpper(tsName)} {
+	// The real origin, in any case and with or without the default port (RFC 6454), is forwarded.
+	for _, o := range []string{"https://" + tsName, "HTTPS://" + strings.ToUpper(tsName), "https://" + tsName + ":443"} {
 		before := d.alpha.count()
 		d.wantForwarded(t, d.raw(serveReq("GET", "/c/alpha/", "Origin: "+o)), before, alice, "/")
 	}

@@ -8,13 +8,13 @@ import (
 	"io/fs"
 	"net"
 	"net/netip"
-	"regexp"
 	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
+	"github.com/phase-console/fleet/contract"
 	"github.com/phase-console/fleet/internal/state"
 )
 
@@ -49,12 +49,10 @@ const (
 	HealthDown Health = "down"
 )
 
-var consoleIDPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
-
 // ValidateConsole checks a registration (SPEC S8): id [a-z0-9][a-z0-9-]{0,62}; addr a loopback
 // literal with a port; name short, printable text.
 func ValidateConsole(c Console) error {
-	if !consoleIDPattern.MatchString(c.ID) {
+	if !contract.ValidConsoleID(c.ID) {
 		return fmt.Errorf("id %q: want [a-z0-9][a-z0-9-]{0,62}", c.ID)
 	}
 	ap, err := netip.ParseAddrPort(c.Addr)

@@ -10,7 +10,6 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -19,13 +18,11 @@ import (
 	"tailscale.com/client/local"
 	"tailscale.com/paths"
 
+	"github.com/phase-console/fleet/contract"
 	"github.com/phase-console/fleet/internal/peercred"
 	"github.com/phase-console/fleet/internal/state"
 	"github.com/phase-console/fleet/proxy"
 )
-
-// DefaultPort is the loopback door's port (SPEC S1).
-const DefaultPort = 7420
 
 // Timeouts and limits of the loopback door (SPEC S9), set on purpose: headers must arrive quickly,
 // idle connections go away, but a streaming response (SSE, WebSocket) may last as long as it
@@ -357,89 +354,10 @@ func checkHeaderSize(r *http.Request) *proxy.Refusal {
 // X-Forwarded-For or any Tailscale-* header (SPEC S8).
 func throughServe(r *http.Request) bool {
 	for name := range r.Header {
-		f := proxy.FoldName(name)
+		f := contract.FoldName(name)
 		if strings.HasPrefix(f, "tailscale-") || strings.HasPrefix(f, "x-forwarded-") || f == "forwarded" || f == "x-real-ip" {
 			return true
 		}
 	}
 	return false
-}
-
-// admitHost is S10: Host must be a loopback name, or this machine's Tailscale name or address.
-func (s *Server) admitHost(r *http.Request) *proxy.Refusal {
-	host := hostOnly(r.Host)
-	if host == "" {
-		return proxy.Refuse(http.StatusMisdirectedRequest, "host", "the request names no host")
-	}
-	if host == "localhost" {
-		return nil
-	}
-	if ip, err := netip.ParseAddr(host); err == nil && ip.Unmap().IsLoopback() && ip.Zone() == "" {
-		return nil
-	}
-	st, ref := s.verifier.tailscaleStatus(r.Context())
-	if ref != nil {
-		return ref
-	}
-	if st.Self != nil {
-		fqdn := strings.ToLower(strings.TrimSuffix(st.Self.DNSName, "."))
-		short, _, _ := strings.Cut(fqdn, ".")
-		if fqdn != "" && (host == fqdn || host == short) {
-			return nil
-		}
-	}
-	if ip, err := netip.ParseAddr(host); err == nil {
-		for _, mine := range st.TailscaleIPs {
-			if mine == ip.Unmap() {
-				return nil
-			}
-		}
-	}
-	return proxy.Refuse(http.StatusMisdirectedRequest, "host", "this door answers only to loopback names and this machine's Tailscale name")
-}
-
-// hostOnly returns the host part of a Host header, lower-cased, without port, brackets or a
-// trailing dot. It returns "" for anything that is not exactly a name or IP literal with an
-// optional decimal port (1-65535): "[…]" holds only an IPv6 literal, and nothing rides after the
-// port, so no "host:1,evil.example" is ever admitted and forwarded as X-Forwarded-Host.
-func hostOnly(h string) string {
-	h = strings.ToLower(h)
-	if strings.HasPrefix(h, "[") {
-		end := strings.IndexByte(h, ']')
-		if end < 0 {
-			return ""
-		}
-		host, rest := h[1:end], h[end+1:]
-		ip, err := netip.ParseAddr(host)
-		if err != nil || !ip.Is6() || ip.Zone() != "" {
-			return ""
-		}
-		if rest != "" && (rest[0] != ':' || !validPort(rest[1:])) {
-			return ""
-		}
-		return host
-	}
-	if i := strings.LastIndexByte(h, ':'); i >= 0 {
-		if !validPort(h[i+1:]) {
-			return ""
-		}
-		h = h[:i]
-	}
-	h = strings.TrimSuffix(h, ".")
-	if h == "" || strings.HasPrefix(h, ".") || strings.HasSuffix(h, ".") || strings.Contains(h, "..") {
-		return "" // an empty label
-	}
-	for i := 0; i < len(h); i++ {
-		c := h[i]
-		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '.') {
-			return ""
-		}
-	}
-	return h
-}
-
-// validPort reports whether p is a decimal port, 1-65535.
-func validPort(p string) bool {
-	n, err := strconv.Atoi(p)
-	return err == nil && len(p) <= 5 && p[0] != '+' && p[0] != '-' && n >= 1 && n <= 65535
 }

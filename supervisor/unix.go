@@ -40,6 +40,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/phase-console/fleet/contract"
 	"github.com/phase-console/fleet/internal/state"
 )
 
@@ -172,7 +173,10 @@ func (s *Server) unixServeHost(r *http.Request) (string, bool) {
 		return "", false
 	}
 	xfh := r.Header.Values("X-Forwarded-Host")
-	if len(xfh) != 1 || hostOnly(xfh[0]) == "" || strings.ContainsAny(xfh[0], ", /\\@") {
+	if len(xfh) != 1 || strings.ContainsAny(xfh[0], ", /\\@") {
+		return "", false
+	}
+	if _, ok := contract.ParseHost(xfh[0]); !ok {
 		return "", false
 	}
 	return xfh[0], true

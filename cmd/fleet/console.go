@@ -10,13 +10,15 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"regexp"
 	"strconv"
 	"syscall"
 	"time"
 
+	"tailscale.com/paths"
+
 	"github.com/phase-console/fleet/console"
 	"github.com/phase-console/fleet/console/refconsole"
+	"github.com/phase-console/fleet/contract"
 	"github.com/phase-console/fleet/internal/state"
 )
 
@@ -25,8 +27,6 @@ const consoleSummary = "Run the reference console on 127.0.0.1: whoami, presence
 func init() {
 	addCommand(&command{name: "console", summary: consoleSummary, run: runConsole})
 }
-
-var consoleIDRe = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
 
 // consoleOptions are the parsed flags of `fleet console`.
 type consoleOptions struct {
@@ -44,12 +44,12 @@ func runConsole(args []string, stdout, stderr io.Writer) int {
 	name := fs.String("name", "", "a display `NAME` (default: the id)")
 	stateDir := fs.String("state-dir", "", "the state folder `DIR` (default $PHASE_CONSOLE_STATE_HOME, $XDG_STATE_HOME/phase-console or ~/.local/state/phase-console)")
 	sup := fs.String("supervisor", "", "the supervisor's address `ADDR`, a loopback literal like 127.0.0.1:7420 (default: from <stateHome>/fleet/supervisor.addr)")
-	tsSocket := fs.String("tailscale-socket", console.DefaultTailscaleSocket, "tailscaled's LocalAPI socket `PATH`: a console running as its owner believes nobody local")
+	tsSocket := fs.String("tailscale-socket", paths.DefaultTailscaledSocket(), "tailscaled's LocalAPI socket `PATH`: a console running as its owner believes nobody local")
 	trustTS := fs.Bool("trust-tailscaled-user", false, "believe local callers even when running as tailscaled's user (only with tailscaled on a kernel TUN)")
 	if st, done := parseFlags(fs, args); done {
 		return st
 	}
-	if !consoleIDRe.MatchString(*id) {
+	if !contract.ValidConsoleID(*id) {
 		fmt.Fprintf(stderr, "fleet console: --id %q: want [a-z0-9][a-z0-9-]{0,62}, e.g. --id alpha\n", *id)
 		return 2
 	}

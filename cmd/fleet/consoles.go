@@ -65,11 +65,7 @@ func newAPIClient(stateDir, supervisorAddr string) (*apiClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &apiClient{base: "http://" + ap.String(), token: tok, http: &http.Client{
-		Timeout: 10 * time.Second,
-		// Only to a supervisor run by this same user: never send the bearer to a squatter.
-		Transport: &http.Transport{Proxy: nil, DialContext: peercred.DialOwn},
-	}}, nil
+	return &apiClient{base: "http://" + ap.String(), token: tok, http: peercred.OwnClient(10*time.Second, true)}, nil // never to a squatter
 }
 
 // lookedIn says which state folder a command looked in, and how to name another: a user who ran

@@ -19,6 +19,7 @@ import (
 	"tailscale.com/ipn/ipnstate"
 	"tailscale.com/paths"
 
+	"github.com/phase-console/fleet/contract"
 	"github.com/phase-console/fleet/internal/state"
 	"github.com/phase-console/fleet/supervisor"
 )
@@ -47,7 +48,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	fs := newFlags("serve", serveSummary, stdout, stderr)
-	port := portFlag(fs, "port", supervisor.DefaultPort, 1, "TCP port on 127.0.0.1")
+	port := portFlag(fs, "port", contract.DefaultPort, 1, "TCP port on 127.0.0.1")
 	stateDir := fs.String("state-dir", "", "the state folder `DIR` (default $PHASE_CONSOLE_STATE_HOME, $XDG_STATE_HOME/phase-console or ~/.local/state/phase-console)")
 	socket := fs.String("tailscale-socket", "", "tailscaled's LocalAPI socket `PATH` (default: tailscaled's usual socket)")
 	uid := fs.Int("tailscaled-uid", -1, "uid that runs tailscaled; -1: the owner of its LocalAPI socket")

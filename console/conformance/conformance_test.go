@@ -19,6 +19,7 @@ import (
 
 	"github.com/phase-console/fleet/console"
 	"github.com/phase-console/fleet/console/refconsole"
+	"github.com/phase-console/fleet/contract"
 	"github.com/phase-console/fleet/internal/state"
 )
 
@@ -230,13 +231,6 @@ func (m *mini) proxied(h http.Header) bool {
 	return false
 }
 
-func loopbackHost(h string) bool {
-	if h == "localhost" || strings.HasPrefix(h, "localhost:") || h == "127.0.0.1" || strings.HasPrefix(h, "127.0.0.1:") || strings.HasPrefix(h, "[::1]") {
-		return true
-	}
-	return false
-}
-
 type who struct {
 	Scope string `json:"scope"`
 	Login string `json:"login"`
@@ -262,7 +256,7 @@ func (m *mini) judge(r *http.Request) (who, int, string) {
 			return 0, ""
 		}
 		c2 := func() (int, string) {
-			if !m.skipC2 && !loopbackHost(r.Host) {
+			if !m.skipC2 && !contract.IsLoopbackHost(r.Host) {
 				return 421, "fleet-not-loopback"
 			}
 			return 0, ""
@@ -297,7 +291,7 @@ func (m *mini) judge(r *http.Request) (who, int, string) {
 		}
 		return who{"remote", logins[0]}, 0, ""
 	}
-	if !m.noHostCheck && !loopbackHost(r.Host) {
+	if !m.noHostCheck && !contract.IsLoopbackHost(r.Host) {
 		return who{}, 421, "host"
 	}
 	ap, err := netip.ParseAddrPort(r.RemoteAddr)
@@ -385,7 +379,7 @@ func (m *mini) hook(w http.ResponseWriter, r *http.Request) {
 		m.refuse(w, 403, "local-only")
 		return
 	}
-	tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	tok, _ := contract.ParseBearer(r.Header)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, t := range m.runs {

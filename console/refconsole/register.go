@@ -66,13 +66,9 @@ type Registrar struct {
 
 func (g *Registrar) defaults() {
 	if g.Client == nil {
-		g.Client = &http.Client{
-			// DialOwn: the bearer goes only to a supervisor run by this same user, never to a
-			// process of someone else that took its port while it was down.
-			Transport:     &http.Transport{Proxy: nil, DisableCompression: true, DialContext: peercred.DialOwn},
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-			Timeout:       5 * time.Second,
-		}
+		// The bearer goes only to a supervisor run by this same user, never to a process of
+		// someone else that took its port while it was down.
+		g.Client = peercred.OwnClient(5*time.Second, true)
 	}
 	if g.Refresh <= 0 {
 		g.Refresh = 5 * time.Second

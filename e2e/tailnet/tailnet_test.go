@@ -32,6 +32,7 @@ import (
 	"tailscale.com/tstest/integration/testcontrol"
 	"tailscale.com/types/logger"
 
+	"github.com/phase-console/fleet/contract"
 	"github.com/phase-console/fleet/doctor"
 	"github.com/phase-console/fleet/internal/supervisortest"
 	"github.com/phase-console/fleet/proxy"
@@ -515,7 +516,7 @@ func TestTailnet(t *testing.T) {
 		)
 		s := f.forwarded(t, resp, path, f.alice.login, f.alice.ip)
 		for name, vals := range s.header {
-			folded := proxy.FoldName(name)
+			folded := contract.FoldName(name)
 			if strings.HasPrefix(folded, "tailscale-") || folded == "x-real-ip" || folded == "forwarded" || strings.HasPrefix(folded, "x-webauth-") {
 				t.Errorf("the console saw %s: %q", name, vals)
 			}

@@ -76,7 +76,7 @@ func (d *Door) Register(t testing.TB, c supervisor.Console) {
 	req, _ := http.NewRequest("POST", "http://"+d.Addr+"/fleet/v1/consoles", bytes.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+tok)
 	req.Header.Set("Content-Type", "application/json")
-	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: nil, DialContext: peercred.DialOwn}}
+	client := peercred.OwnClient(10*time.Second, true)
 	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatal(err)
