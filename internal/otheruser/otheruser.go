@@ -164,13 +164,3 @@ func FreePort(t testing.TB) int {
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port
 }
-
-// Finding skips a test that proves a finding, with what as the reason, unless
-// FLEET_REDTEAM_FINDINGS=1 (any non-empty value), which runs it.
-func Finding(t testing.TB, what string) {
-	t.Helper()
-	if os.Getenv("FLEET_REDTEAM_FINDINGS") == "" {
-		t.Skip(what)
-	}
-	t.Log(what)
-}

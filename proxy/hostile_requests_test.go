@@ -1,7 +1,7 @@
 package proxy
 
-// Red-team regression guards for the hop's pure checks and for the hop itself against a real Go
-// console router.
+// Hostile inputs to the hop's pure checks and to the hop itself against a real Go console router:
+// regression guards.
 
 import (
 	"log/slog"
@@ -18,7 +18,7 @@ import (
 // Every combination of tricky pieces after /c/<id>/: whatever JudgePath lets through, a Go
 // console's ServeMux (which cleans and unescapes on its own) never routes to its /hooks/ handler,
 // and the path the console sees is the path judged.
-func TestRedTeam_S7_ConsoleRouterNeverReachesHooks(t *testing.T) {
+func TestConsoleRouterNeverReachesHooks_S7(t *testing.T) {
 	var mu sync.Mutex
 	var hooked []string
 	var seenPaths []string
@@ -88,7 +88,7 @@ func TestRedTeam_S7_ConsoleRouterNeverReachesHooks(t *testing.T) {
 }
 
 // The path a console sees is the judged path, byte for byte (after its own single unescape).
-func TestRedTeam_S7_ForwardedPathIsJudgedPath(t *testing.T) {
+func TestForwardedPathIsJudgedPath_S7(t *testing.T) {
 	var mu sync.Mutex
 	var got string
 	console := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -119,7 +119,7 @@ func TestRedTeam_S7_ForwardedPathIsJudgedPath(t *testing.T) {
 
 // The hop's own headers win over anything the request carries, and Forward refuses a Target
 // that lacks what it asserts.
-func TestRedTeam_S6_HopHeadersWin(t *testing.T) {
+func TestHopHeadersWin_S6(t *testing.T) {
 	var mu sync.Mutex
 	var h http.Header
 	var host string
@@ -183,7 +183,7 @@ func TestRedTeam_S6_HopHeadersWin(t *testing.T) {
 	}
 }
 
-func TestRedTeam_S12_CheckOrigin(t *testing.T) {
+func TestCheckOrigin_S12(t *testing.T) {
 	const host = "sup.tail1234.ts.net"
 	for _, o := range []string{
 		"null", "", "https://evil.example", "https://" + host + ".evil.example", "https://evil." + host,
@@ -212,7 +212,7 @@ func TestRedTeam_S12_CheckOrigin(t *testing.T) {
 	}
 }
 
-func TestRedTeam_S9_CheckUpgrade(t *testing.T) {
+func TestCheckUpgrade_S9(t *testing.T) {
 	for _, tc := range []struct {
 		up, conn []string
 		ok       bool
@@ -244,7 +244,7 @@ func TestRedTeam_S9_CheckUpgrade(t *testing.T) {
 	}
 }
 
-func TestRedTeam_S3_NamedInListsAndTrailers(t *testing.T) {
+func TestNamedInListsAndTrailers_S3(t *testing.T) {
 	for _, tc := range []struct{ name, value string }{
 		{"Connection", ",,X-Phase-Console-Fleet"},
 		{"Connection", "keep-alive,\tx_phase_console_fleet_login "},

@@ -2,10 +2,10 @@
 
 package supervisor
 
-// Red-team tests, second pass: the unix-socket door, the peer-uid verdict's timing, the systemd
-// unit's user namespace, a local process that reaches Serve through this node's own tailnet
-// address, and the registry under concurrency. A test that proves a finding fails today and is
-// skipped with "FINDING: …" unless FLEET_REDTEAM_FINDINGS=1; every other test is a guard.
+// What other processes on this machine can and cannot do to the loopback door, with real
+// sockets and a helper process of another uid: the unix-socket door, the timing of the peer-uid
+// verdict, a systemd user namespace, and registry churn while forwarding. Each test guards a trick
+// that once got through (noted "once a finding") or one that never did.
 
 import (
 	"bufio"
@@ -37,7 +37,7 @@ import (
 
 // ---- Findings ----------------------------------------------------------------------------------
 
-// FINDING (high): any local process — any uid — that connects to this node's own Tailscale
+// Once a finding (high), now guarded: any local process — any uid — that connects to this node's own Tailscale
 // address reaches Tailscale Serve (tailscaled's localListener exists "purely for connections
 // from the machine itself", ipn/ipnlocal/serve.go). Serve then sends X-Forwarded-For: <this
 // node's address> and, since WhoIs of a node's own address names the node itself
@@ -46,7 +46,7 @@ import (
 // the door asserts the machine owner's login: another local user, a daemon, or an agent sandboxed
 // under its own uid drives every console as the owner (scope remote). Here the fake LocalAPI
 // answers WhoIs(selfIP) as real tailscaled does.
-func TestRedTeam2_S5_OwnTailnetAddressAssertsOwner(t *testing.T) {
+func TestOwnTailnetAddressAssertsOwner_S5(t *testing.T) {
 	tn := newFakeTailnet()
 	tn.peers[selfIP] = fakePeer{login: alice} // WhoIs(self) = this node, owned by alice
 	d := startDoorAt(t, filepath.Join(t.TempDir(), "state"), tn)
@@ -60,7 +60,7 @@ func TestRedTeam2_S5_OwnTailnetAddressAssertsOwner(t *testing.T) {
 	}
 }
 
-// FINDING (medium): the S5a verdict is read from /proc/net/tcp when the connection's first /c/
+// Once a finding (medium), now guarded: the S5a verdict is read from /proc/net/tcp when the connection's first /c/
 // request is judged, not at Accept, and nothing checks that the server's own socket still holds
 // the 4-tuple. A local user connects from 127.0.0.1:X, sends a POST with its body (a request with a
 // body starts no background read, so its context is not cancelled), and resets the connection
@@ -69,7 +69,7 @@ func TestRedTeam2_S5_OwnTailnetAddressAssertsOwner(t *testing.T) {
 // when the attacker steers its ephemeral port by holding the others — is what PeerUID then finds:
 // the stranger's request is judged tailscaled's and forwarded with the login of any
 // X-Forwarded-For it wrote. The gate below stands for the LocalAPI round trip.
-func TestRedTeam2_S5a_ResetConnectionInheritsNextOwner(t *testing.T) {
+func TestResetConnectionInheritsNextOwner_S5a(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Skip("needs root to run the stranger as another uid")
 	}
@@ -111,7 +111,7 @@ func TestRedTeam2_S5a_ResetConnectionInheritsNextOwner(t *testing.T) {
 	}
 }
 
-// FINDING (medium, availability; deploy/systemd/fleet.service): the unit is a *user* unit with
+// Once a finding (medium), now guarded: the unit is a *user* unit with
 // PrivateUsers=yes. A user manager has no CAP_SETUID, so systemd maps only the user's own uid
 // into the namespace ("For unprivileged users … the root to root mapping is excluded",
 // setup_private_users in systemd's exec-invoke.c). root — tailscaled — then shows as 65534 both
@@ -120,7 +120,7 @@ func TestRedTeam2_S5a_ResetConnectionInheritsNextOwner(t *testing.T) {
 // docs/operating.md say root keeps its uid and the unit "fits tailscaled running as root". This
 // runs a real supervisor in exactly that namespace (uid 4242 mapped to itself, nothing else) and
 // sends it tailscaled's request as root.
-func TestRedTeam2_Deploy_PrivateUsersHidesRoot(t *testing.T) {
+func TestPrivateUsersHidesRoot_Deploy(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Skip("needs root to set up the user namespace")
 	}
@@ -173,12 +173,12 @@ func TestRedTeam2_Deploy_PrivateUsersHidesRoot(t *testing.T) {
 	}
 }
 
-// FINDING (low): ListenUnix checks only the socket's own folder. A folder above it that another
+// Once a finding (low), now guarded: ListenUnix checks only the socket's own folder. A folder above it that another
 // user can write (here 0777 without the sticky bit) lets that user rename fleet's private folder
 // away after the check and put their own socket at the path: `tailscale serve unix:PATH` then
 // sends every tailnet request — bodies, cookies, Tailscale-User-Login — to a stranger. ssh's
 // StrictModes refuses such paths for the same reason.
-func TestRedTeam2_Unix_WritableAncestor(t *testing.T) {
+func TestWritableAncestor_Unix(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Skip("needs root to run the other user")
 	}
@@ -210,7 +210,7 @@ func TestRedTeam2_Unix_WritableAncestor(t *testing.T) {
 // On tailscaled's connection only one clean X-Forwarded-Host becomes the Host; anything else is
 // either refused by S10 or leaves Host as localhost. What the console sees as X-Forwarded-Host
 // is never a name that S10 did not admit.
-func TestRedTeam2_Unix_ForwardedHostForms(t *testing.T) {
+func TestForwardedHostForms_Unix(t *testing.T) {
 	d := uxStart(t, os.Getuid())
 	rows := []struct {
 		xfh    []string
@@ -259,7 +259,7 @@ func TestRedTeam2_Unix_ForwardedHostForms(t *testing.T) {
 
 // A stale socket that is not this user's, and a symlink at the path (even to a stale socket of
 // ours), are refused and left alone.
-func TestRedTeam2_Unix_StaleSocketTricks(t *testing.T) {
+func TestStaleSocketTricks_Unix(t *testing.T) {
 	t.Run("symlink to a stale socket of ours", func(t *testing.T) {
 		dir := filepath.Join(t.TempDir(), "s")
 		os.Mkdir(dir, 0o700)
@@ -308,7 +308,7 @@ func TestRedTeam2_Unix_StaleSocketTricks(t *testing.T) {
 // Another local user cannot even connect to the socket (0600 in a 0700 folder); and were the
 // socket reachable, its requests would keep Host localhost and be refused 401 (see
 // TestUnixSocketHostOnlyFromTailscaled_S10).
-func TestRedTeam2_Unix_OtherUserCannotConnect(t *testing.T) {
+func TestOtherUserCannotConnect_Unix(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Skip("needs root to run the other user")
 	}
@@ -325,7 +325,7 @@ func TestRedTeam2_Unix_OtherUserCannotConnect(t *testing.T) {
 // Registering, re-registering at another address (one of them held by another uid) and
 // deregistering while requests are forwarded: every answer is a forward to a console of this
 // user with exactly the assertion, a 404, or a 502; the other uid's port never gets a byte.
-func TestRedTeam2_S8_RegistryChurnWhileForwarding(t *testing.T) {
+func TestRegistryChurnWhileForwarding_S8(t *testing.T) {
 	d := startDoor(t)
 	a, b := d.alpha, newEchoConsole(t)
 	var squatAddr string
@@ -471,11 +471,11 @@ func (g *rt2GateAPI) StatusWithoutPeers(ctx context.Context) (*ipnstate.Status, 
 	return g.inner.StatusWithoutPeers(ctx)
 }
 
-// startRT2Helper starts TestRedTeam2HelperProcess as otheruser.UID with $FLEET_RT2_PAYLOAD set to
+// startRT2Helper starts TestLocalPeersHelperProcess as otheruser.UID with $FLEET_RT2_PAYLOAD set to
 // payload; attr, if not nil, may change how the process is started.
 func startRT2Helper(t *testing.T, mode, payload string, attr func(*syscall.SysProcAttr)) *otheruser.Helper {
 	t.Helper()
-	return otheruser.Start(t, "^TestRedTeam2HelperProcess$", "FLEET_RT2_HELPER", mode, func(cmd *exec.Cmd) {
+	return otheruser.Start(t, "^TestLocalPeersHelperProcess$", "FLEET_RT2_HELPER", mode, func(cmd *exec.Cmd) {
 		cmd.Env = append(cmd.Env, "FLEET_RT2_PAYLOAD="+payload)
 		if attr != nil {
 			attr(cmd.SysProcAttr)
@@ -483,7 +483,7 @@ func startRT2Helper(t *testing.T, mode, payload string, attr func(*syscall.SysPr
 	})
 }
 
-// TestRedTeam2HelperProcess is the helper of the tests above; otherwise it does nothing.
+// TestLocalPeersHelperProcess is the helper of the tests above; otherwise it does nothing.
 //
 //	rst PORT ADDR:        from 127.0.0.1:PORT connect to ADDR, write $FLEET_RT2_PAYLOAD, print
 //	                      SENT; after a line on stdin reset the connection and print RST
@@ -491,7 +491,7 @@ func startRT2Helper(t *testing.T, mode, payload string, attr func(*syscall.SysPr
 //	                      with an echo console "alpha"; print PORT <port>; serve until stdin ends
 //	swap BASE:            rename BASE/run away, listen on a new BASE/run/serve.sock, print READY
 //	dialunix PATH:        connect to PATH; print "DIAL ok" or "DIAL error …"
-func TestRedTeam2HelperProcess(t *testing.T) {
+func TestLocalPeersHelperProcess(t *testing.T) {
 	mode := os.Getenv("FLEET_RT2_HELPER")
 	if mode == "" {
 		return

@@ -1,8 +1,7 @@
 package supervisor
 
-// Red-team tests: tricks an attacker would try against the loopback door. A test that proves a
-// finding fails today and is skipped with "FINDING: …"; every other test is a regression guard for
-// a trick that is handled.
+// Hostile requests against the loopback door: tricks an attacker would try, each a regression
+// guard, raw bytes over a real listener.
 
 import (
 	"bufio"
@@ -97,7 +96,7 @@ func (c *rtConsole) count() int {
 
 // An obs-fold continuation line is joined into the previous header's value: the text of an
 // assertion header in it never becomes a header of its own on the hop.
-func TestRedTeam_S3_ObsFoldContinuation(t *testing.T) {
+func TestObsFoldContinuation_S3(t *testing.T) {
 	d := startDoor(t)
 	for _, fold := range []string{" X-Phase-Console-Fleet: evil", "\tX-Phase-Console-Fleet-Login: mallory"} {
 		before := d.alpha.count()
@@ -118,7 +117,7 @@ func TestRedTeam_S3_ObsFoldContinuation(t *testing.T) {
 
 // Header lines that are not well-formed never reach a console: a space before the colon, a bare
 // CR, a NUL, a line without a colon, a header line starting with whitespace.
-func TestRedTeam_S3_MalformedHeaderLines(t *testing.T) {
+func TestMalformedHeaderLines_S3(t *testing.T) {
 	d := startDoor(t)
 	for _, extra := range []string{
 		"X-Phase-Console-Fleet : evil",
@@ -140,7 +139,7 @@ func TestRedTeam_S3_MalformedHeaderLines(t *testing.T) {
 
 // A console that answers an Upgrade with anything but 101 leaves the connection in HTTP: the next
 // pipelined request is judged on its own (an assertion in it is 400, hooks is 403).
-func TestRedTeam_S3_PipelinedAfterRefusedUpgrade(t *testing.T) {
+func TestPipelinedAfterRefusedUpgrade_S3(t *testing.T) {
 	d := startDoor(t)
 	c := newRTConsole(t, d, "refuser", func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no websockets here", http.StatusForbidden)
@@ -176,7 +175,7 @@ func TestRedTeam_S3_PipelinedAfterRefusedUpgrade(t *testing.T) {
 
 // A console that "switches" to another protocol than asked is a 502, and the connection stays in
 // HTTP: nothing the caller sends next is spliced through unjudged.
-func TestRedTeam_S9_BadSwitchIsNotSpliced(t *testing.T) {
+func TestBadSwitchIsNotSpliced_S9(t *testing.T) {
 	d := startDoor(t)
 	c := newRTConsole(t, d, "switcher", func(w http.ResponseWriter, r *http.Request) {
 		conn, brw, err := http.NewResponseController(w).Hijack()
@@ -207,7 +206,7 @@ func TestRedTeam_S9_BadSwitchIsNotSpliced(t *testing.T) {
 }
 
 // After a 401 the door closes the connection: nothing pipelined behind it is served.
-func TestRedTeam_S5_NothingRidesAfter401(t *testing.T) {
+func TestNothingRidesAfter401_S5(t *testing.T) {
 	d := startDoor(t)
 	before := d.alpha.count()
 	unverified := strings.Replace(serveReq("GET", "/c/alpha/a"), aliceIP, "100.64.0.99", 1)
@@ -221,7 +220,7 @@ func TestRedTeam_S5_NothingRidesAfter401(t *testing.T) {
 }
 
 // HTTP/1.0 keep-alive: every request on the connection is judged.
-func TestRedTeam_S3_HTTP10KeepAlive(t *testing.T) {
+func TestHTTP10KeepAlive_S3(t *testing.T) {
 	d := startDoor(t)
 	first := strings.Replace(serveReq("GET", "/c/alpha/", "Connection: keep-alive"), "HTTP/1.1", "HTTP/1.0", 1)
 	second := strings.Replace(serveReq("GET", "/c/alpha/", "X-Phase-Console-Fleet-Login: mallory"), "HTTP/1.1", "HTTP/1.0", 1)
@@ -243,7 +242,7 @@ func TestRedTeam_S3_HTTP10KeepAlive(t *testing.T) {
 // Transfer-Encoding + Content-Length, and chunk extensions: whatever framing the caller writes,
 // the door judges each request it parses, and a request hidden in a body never reaches a console
 // as a request.
-func TestRedTeam_S7_BodyFramingSmuggling(t *testing.T) {
+func TestBodyFramingSmuggling_S7(t *testing.T) {
 	d := startDoor(t)
 	hidden := serveReq("POST", "/c/alpha/hooks/permission-request", "X-Phase-Console-Fleet: evil", "Content-Length: 0")
 	rows := []struct{ name, req string }{
@@ -278,7 +277,7 @@ func TestRedTeam_S7_BodyFramingSmuggling(t *testing.T) {
 
 // Request-target forms other than origin-form never reach a console: absolute-form (even naming
 // this machine), authority-form CONNECT, asterisk-form, and an HTTP/2 preface.
-func TestRedTeam_S7_RequestTargetForms(t *testing.T) {
+func TestRequestTargetForms_S7(t *testing.T) {
 	d := startDoor(t)
 	lines := func(first string) string {
 		return first + "\nHost: " + tsName + "\nX-Forwarded-For: " + aliceIP + "\nTailscale-User-Login: " + alice + "\n\n"
@@ -309,7 +308,7 @@ func TestRedTeam_S7_RequestTargetForms(t *testing.T) {
 }
 
 // Expect: 100-continue never lets a body through before the request is judged.
-func TestRedTeam_S3_ExpectContinueJudgedFirst(t *testing.T) {
+func TestExpectContinueJudgedFirst_S3(t *testing.T) {
 	d := startDoor(t)
 	for _, req := range []string{
 		serveReq("POST", "/c/alpha/x", "Expect: 100-continue", "Content-Length: 5", "X_Phase_Console_Fleet: evil"),
@@ -329,7 +328,7 @@ func TestRedTeam_S3_ExpectContinueJudgedFirst(t *testing.T) {
 
 // ---- S6: the caller's Connection line cannot delete what the hop sets ----------------------
 
-func TestRedTeam_S6_ConnectionCannotDeleteHopHeaders(t *testing.T) {
+func TestConnectionCannotDeleteHopHeaders_S6(t *testing.T) {
 	d := startDoor(t)
 	before := d.alpha.count()
 	r := d.raw(serveReq("GET", "/c/alpha/x",
@@ -345,7 +344,7 @@ func TestRedTeam_S6_ConnectionCannotDeleteHopHeaders(t *testing.T) {
 
 // S4: identity families under spellings a framework might read (CGI-style underscores, dots,
 // upper case) never reach a console.
-func TestRedTeam_S4_IdentityFamiliesOddSpellings(t *testing.T) {
+func TestIdentityFamiliesOddSpellings_S4(t *testing.T) {
 	d := startDoor(t)
 	names := []string{"REMOTE_USER", "Remote.User", "X.Webauth.User", "CF_ACCESS_JWT_ASSERTION",
 		"Teleport_Jwt_Assertion", "x_forwarded_user", "X_FORWARDED_EMAIL", "Tailscale.User.Login",
@@ -370,7 +369,7 @@ func TestRedTeam_S4_IdentityFamiliesOddSpellings(t *testing.T) {
 
 // X-Forwarded-For written in forms Serve never uses: the login asserted is always WhoIs's for the
 // one Tailscale address it names, or the request is refused.
-func TestRedTeam_S5_XForwardedForForms(t *testing.T) {
+func TestXForwardedForForms_S5(t *testing.T) {
 	d := startDoor(t)
 	rows := []struct {
 		xff, login string // login "" means refused 401 unverified
@@ -410,7 +409,7 @@ func TestRedTeam_S5_XForwardedForForms(t *testing.T) {
 
 // The WhoIs cache is per address: one user's answer never vouches for another's request, on one
 // connection or several, and a Serve login header that disagrees is refused even when cached.
-func TestRedTeam_S5_WhoIsCacheAcrossUsers(t *testing.T) {
+func TestWhoIsCacheAcrossUsers_S5(t *testing.T) {
 	d := startDoor(t)
 	bobAsAlice := strings.Replace(serveReq("GET", "/c/alpha/b"), aliceIP, bobIP, 1) // bob's IP, alice's login
 	bobReq := strings.Replace(bobAsAlice, alice, bob, 1)
@@ -434,7 +433,7 @@ func TestRedTeam_S5_WhoIsCacheAcrossUsers(t *testing.T) {
 
 // S5a is a fact of each connection: a connection from another uid is refused even while a
 // connection from tailscaled's uid is open and verified, and its refusal does not stick to others.
-func TestRedTeam_S5a_VerdictNotSharedAcrossConnections(t *testing.T) {
+func TestVerdictNotSharedAcrossConnections_S5a(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Skip("needs root to run a client as another user")
 	}
@@ -457,7 +456,7 @@ func TestRedTeam_S5a_VerdictNotSharedAcrossConnections(t *testing.T) {
 	ask("1")
 	before := d.alpha.count()
 	mode := "raw " + d.addr
-	b, err := otheruser.Command(t, "^TestRedTeamHelperProcess$", "FLEET_REDTEAM_HELPER", mode, crlf(serveReq("GET", "/c/alpha/stranger"))).Output()
+	b, err := otheruser.Command(t, "^TestHostileRequestsHelperProcess$", "FLEET_REDTEAM_HELPER", mode, crlf(serveReq("GET", "/c/alpha/stranger"))).Output()
 	if err != nil {
 		t.Fatalf("helper %s: %v (%s)", mode, err, b)
 	}
@@ -473,7 +472,7 @@ func TestRedTeam_S5a_VerdictNotSharedAcrossConnections(t *testing.T) {
 
 // ---- S8: the registry API ------------------------------------------------------------------
 
-func TestRedTeam_S8_AddrValidation(t *testing.T) {
+func TestAddrValidation_S8(t *testing.T) {
 	d := startDoor(t)
 	for _, addr := range []string{
 		"0x7f.1:80", "0177.0.0.1:80", "127.1:80", "2130706433:80", "localhost:80", "LOCALHOST:80",
@@ -492,7 +491,7 @@ func TestRedTeam_S8_AddrValidation(t *testing.T) {
 	}
 }
 
-func TestRedTeam_S8_JSONTricks(t *testing.T) {
+func TestJSONTricks_S8(t *testing.T) {
 	d := startDoor(t)
 	post := func(body string) response {
 		return d.raw(d.localReq("POST", "/fleet/v1/consoles", body, d.bearer()))
@@ -530,7 +529,7 @@ func TestRedTeam_S8_JSONTricks(t *testing.T) {
 	}
 }
 
-func TestRedTeam_S8_BearerForms(t *testing.T) {
+func TestBearerForms_S8(t *testing.T) {
 	d := startDoor(t)
 	for _, auth := range []string{
 		"Authorization: Bearer",
@@ -566,7 +565,7 @@ func TestRedTeam_S8_BearerForms(t *testing.T) {
 
 // ---- S10 / S12 -----------------------------------------------------------------------------
 
-func TestRedTeam_S10_HostForms(t *testing.T) {
+func TestHostForms_S10(t *testing.T) {
 	d := startDoor(t)
 	for _, host := range []string{
 		"[::1%25lo]", "[::1%lo]:7420", selfIP + "%eth0", "[::ffff:" + aliceIP + "]", "sup.tail1234.ts.net..",
@@ -587,7 +586,7 @@ func TestRedTeam_S10_HostForms(t *testing.T) {
 // the ':' as "the port" without checking it (and took anything in brackets), so a Host such as "sup.tail1234.ts.net:1,evil.example" is admitted
 // and forwarded raw as X-Forwarded-Host, where frameworks that split a forwarded list read
 // "evil.example" as the public host (links, redirects, cache keys).
-func TestRedTeam_S10_HostWithJunkPort(t *testing.T) {
+func TestHostWithJunkPort_S10(t *testing.T) {
 	d := startDoor(t)
 	for _, host := range []string{tsName + ":1,evil.example", "localhost:443,evil.example:443", tsName + ":x;evil",
 		"127.0.0.1:99999", tsName + ".:443.", "[127.0.0.1]", "[localhost]", "[::1]:80:80", "[::1]:,evil.example"} {
@@ -602,7 +601,7 @@ func TestRedTeam_S10_HostWithJunkPort(t *testing.T) {
 	}
 }
 
-func TestRedTeam_S12_OriginForms(t *testing.T) {
+func TestOriginForms_S12(t *testing.T) {
 	d := startDoor(t)
 	refused := []string{
 		"null", "NULL", "", " ", "https://evil.example", "https://" + tsName + ".evil.example",
@@ -641,7 +640,7 @@ func TestRedTeam_S12_OriginForms(t *testing.T) {
 
 // ---- S7 at the door --------------------------------------------------------------------------
 
-func TestRedTeam_S7_PathTricksAtDoor(t *testing.T) {
+func TestPathTricksAtDoor_S7(t *testing.T) {
 	d := startDoor(t)
 	rows := []struct {
 		path   string
@@ -695,7 +694,7 @@ func TestRedTeam_S7_PathTricksAtDoor(t *testing.T) {
 
 // ---- S11: secrets --------------------------------------------------------------------------
 
-func TestRedTeam_S11_TokenNeverInLogsOrPages(t *testing.T) {
+func TestTokenNeverInLogsOrPages_S11(t *testing.T) {
 	d := startDoor(t)
 	tok := d.token
 	var bodies []string
@@ -736,7 +735,7 @@ func TestRedTeam_S11_TokenNeverInLogsOrPages(t *testing.T) {
 // Was a finding (low), fixed: the door refuses CONNECT and TRACE because "TRACE would echo the assertion back
 // to the caller", but compares the method case-sensitively; "trace" and "connect" are forwarded
 // with the assertion to a console whose framework folds the method's case.
-func TestRedTeam_S6_TraceLowerCase(t *testing.T) {
+func TestTraceLowerCase_S6(t *testing.T) {
 	d := startDoor(t)
 	for _, m := range []string{"trace", "Trace", "connect"} {
 		before := d.alpha.count()
@@ -751,7 +750,7 @@ func TestRedTeam_S6_TraceLowerCase(t *testing.T) {
 // on the supervisor's address. While `fleet serve` is down (restart, crash), any other local user
 // can bind 127.0.0.1:7420 and collect the token; with it they are believed as any login by every
 // console and can re-route every console (S8).
-func TestRedTeam_S8_RegistrarSendsTokenToSquatter(t *testing.T) {
+func TestRegistrarSendsTokenToSquatter_S8(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Skip("needs root to run the squatter as another user")
 	}
@@ -786,19 +785,19 @@ func TestRedTeam_S8_RegistrarSendsTokenToSquatter(t *testing.T) {
 
 // ---- helper process (another uid) --------------------------------------------------------------
 
-// startRTHelper starts TestRedTeamHelperProcess as otheruser.UID and returns it and its stdout.
+// startRTHelper starts TestHostileRequestsHelperProcess as otheruser.UID and returns it and its stdout.
 func startRTHelper(t *testing.T, mode string) (*exec.Cmd, *bufio.Reader) {
 	t.Helper()
-	h := otheruser.Start(t, "^TestRedTeamHelperProcess$", "FLEET_REDTEAM_HELPER", mode, nil)
+	h := otheruser.Start(t, "^TestHostileRequestsHelperProcess$", "FLEET_REDTEAM_HELPER", mode, nil)
 	return h.Cmd, h.Out
 }
 
-// TestRedTeamHelperProcess is the other-uid client of the tests above; otherwise it does nothing.
+// TestHostileRequestsHelperProcess is the other-uid client of the tests above; otherwise it does nothing.
 //
 //	raw ADDR: write stdin to ADDR, print "STATUS <code> <X-Fleet-Reason>"
 //	squat:    listen on 127.0.0.1:0, print "PORT <port>", then "AUTH <Authorization>" of the
 //	          first request, answer 201
-func TestRedTeamHelperProcess(t *testing.T) {
+func TestHostileRequestsHelperProcess(t *testing.T) {
 	mode := os.Getenv("FLEET_REDTEAM_HELPER")
 	if mode == "" {
 		return

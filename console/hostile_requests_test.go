@@ -1,8 +1,6 @@
 package console
 
-// Red-team tests of the console side (C1–C7). A test that proves a finding fails today and is
-// skipped with "FINDING: …" (run it with FLEET_REDTEAM_FINDINGS=1); every other test is a
-// regression guard for a trick that is handled.
+// Hostile requests against the console side (C1–C7): each test guards a trick that is handled.
 
 import (
 	"bufio"
@@ -32,7 +30,7 @@ import (
 // starting runs) and the permission hook's C6 transport checks, and with a run token it got from
 // a local-only endpoint it answers permission requests. This test runs the client as another
 // uid.
-func TestRedTeam_C4_OtherUserIsLocal(t *testing.T) {
+func TestOtherUserIsLocal_C4(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Skip("needs root to run a client as another user")
 	}
@@ -55,7 +53,7 @@ func TestRedTeam_C4_OtherUserIsLocal(t *testing.T) {
 	go srv.Serve(ln)
 	defer srv.Close()
 
-	out := otheruser.Run(t, "^TestRedTeamConsoleHelperProcess$", "FLEET_RT_CONSOLE_HELPER", "http://"+ln.Addr().String(), "")
+	out := otheruser.Run(t, "^TestConsoleHostileHelperProcess$", "FLEET_RT_CONSOLE_HELPER", "http://"+ln.Addr().String(), "")
 	if !strings.Contains(out, "RUNS 403") {
 		t.Errorf("another uid started a run: %q", out)
 	}
@@ -68,7 +66,7 @@ func TestRedTeam_C4_OtherUserIsLocal(t *testing.T) {
 // console published by its own proxy too, but Judge checks Origin only for scope local: a proxied
 // request (the console's own Tailscale Serve, Host admitted by AllowHost) from a foreign page is
 // believed as the user. Any web page the user visits can drive such a console as them.
-func TestRedTeam_C4_ProxiedCrossOriginBelieved(t *testing.T) {
+func TestProxiedCrossOriginBelieved_C4(t *testing.T) {
 	e := newEnv(t, tokA, Config{AllowHost: func(h string) bool { return h == "con.tail1234.ts.net" }})
 	for _, o := range []string{"https://evil.example", "null"} {
 		r := newReq("POST", "/runs", "con.tail1234.ts.net", "127.0.0.1:40000", []hdr{
@@ -92,7 +90,7 @@ func TestRedTeam_C4_ProxiedCrossOriginBelieved(t *testing.T) {
 // Was a finding (low), fixed with Token.MatchFresh: C1 wants "no request fails" across a rotation. The supervisor and each console
 // poll the token file independently (1 s each); when the supervisor sees the new token first, it
 // sends it to a console that does not know it yet: 401 fleet-bad-token.
-func TestRedTeam_C1_SupervisorSeesRotationFirst(t *testing.T) {
+func TestSupervisorSeesRotationFirst_C1(t *testing.T) {
 	e := newEnv(t, tokA, Config{})
 	e.writeToken(tokB) // fleet token rotate
 	sup := state.NewTokenFollower(e.tokPath, nil)
@@ -110,7 +108,7 @@ func TestRedTeam_C1_SupervisorSeesRotationFirst(t *testing.T) {
 // Was a finding (low), fixed (grace from the file's mtime): the previous token's 10 s grace starts when the follower notices the change, not
 // at the rotation, so the old token is believed up to 10 s + the poll interval after it was
 // replaced ("at most 10 s ... never longer").
-func TestRedTeam_C1_GraceCountsFromRotation(t *testing.T) {
+func TestGraceCountsFromRotation_C1(t *testing.T) {
 	e := newEnv(t, tokA, Config{})
 	rotatedAt := e.clock.Now()
 	e.writeToken(tokB)
@@ -130,7 +128,7 @@ func RotationGraceForTest() time.Duration { return state.RotationGrace }
 
 // ---- Guards: C1 --------------------------------------------------------------------------------
 
-func TestRedTeam_C1_SpellingsAndDuplicates(t *testing.T) {
+func TestSpellingsAndDuplicates_C1(t *testing.T) {
 	e := newEnv(t, tokA, Config{})
 	bad := http.StatusUnauthorized
 	runJudge(t, e, []judgeRow{
@@ -151,7 +149,7 @@ func TestRedTeam_C1_SpellingsAndDuplicates(t *testing.T) {
 
 // An assertion header declared as a trailer (net/http puts the name in r.Trailer) makes the
 // assertion malformed, even beside a good pair.
-func TestRedTeam_C1_TrailerDeclared(t *testing.T) {
+func TestTrailerDeclared_C1(t *testing.T) {
 	e := newEnv(t, tokA, Config{})
 	for _, name := range []string{"X-Phase-Console-Fleet", "X_Phase_Console_Fleet_Login"} {
 		r := newReq("POST", "/whoami", "", "", assert(tokA, alice))
@@ -170,7 +168,7 @@ func TestRedTeam_C1_TrailerDeclared(t *testing.T) {
 
 // Rotation under load: while the file changes and is re-read, a token that is neither the current
 // one nor the previous one within its grace is never believed (run with -race).
-func TestRedTeam_C1_RotationRace(t *testing.T) {
+func TestRotationRace_C1(t *testing.T) {
 	e := newEnv(t, tokA, Config{})
 	stranger := flipFirst(tokB)
 	stop := make(chan struct{})
@@ -217,7 +215,7 @@ func TestRedTeam_C1_RotationRace(t *testing.T) {
 
 // ---- Guards: C2 / C3 ---------------------------------------------------------------------------
 
-func TestRedTeam_C2_HostForms(t *testing.T) {
+func TestHostForms_C2(t *testing.T) {
 	e := newEnv(t, tokA, Config{})
 	var rows []judgeRow
 	for _, h := range []string{
@@ -242,7 +240,7 @@ func TestRedTeam_C2_HostForms(t *testing.T) {
 	}
 }
 
-func TestRedTeam_C3_ProxyHeaderSpellings(t *testing.T) {
+func TestProxyHeaderSpellings_C3(t *testing.T) {
 	e := newEnv(t, tokA, Config{})
 	var rows []judgeRow
 	for _, n := range []string{"TAILSCALE.USER.LOGIN", "tailscale_user_login", "Tailscale~User~Login"} {
@@ -262,7 +260,7 @@ func TestRedTeam_C3_ProxyHeaderSpellings(t *testing.T) {
 // ---- Guards: local callers ---------------------------------------------------------------------
 
 // A local request whose Origin is not exactly this console's own origin is refused.
-func TestRedTeam_C_LocalOriginForms(t *testing.T) {
+func TestLocalOriginForms_C(t *testing.T) {
 	e := newEnv(t, tokA, Config{})
 	for _, o := range []string{
 		"null", "http://localhost:9001", "http://127.0.0.1", "http://127.0.0.1:9002", "https://127.0.0.1:9001",
@@ -286,7 +284,7 @@ func TestRedTeam_C_LocalOriginForms(t *testing.T) {
 }
 
 // Peers: only a loopback peer can be local; an IPv4-mapped loopback is loopback.
-func TestRedTeam_C_PeerForms(t *testing.T) {
+func TestPeerForms_C(t *testing.T) {
 	e := newEnv(t, tokA, Config{})
 	for _, p := range []string{"100.101.102.103:1", "[fd7a:115c:a1e0::1]:1", "[::ffff:100.101.102.103]:1", "192.168.1.2:1", "", "garbage", "127.0.0.1"} {
 		c, ref := e.v.Judge(newReq("GET", "/whoami", "", p, nil))
@@ -306,7 +304,7 @@ func TestRedTeam_C_PeerForms(t *testing.T) {
 
 // C6 comes first: any mark of a proxy — under any spelling, with any value — and a non-loopback
 // peer are refused before the run token or C1–C3 are looked at, on every spelling of the hook path.
-func TestRedTeam_C6_TransportFirst(t *testing.T) {
+func TestTransportFirst_C6(t *testing.T) {
 	e := newEnv(t, tokA, Config{})
 	var runs Runs
 	_, runTok, err := runs.Start()
@@ -352,7 +350,7 @@ func TestRedTeam_C6_TransportFirst(t *testing.T) {
 
 // A run's token is dead the moment End returns, however it is written; and it never unlocks
 // anything but the hook.
-func TestRedTeam_C6_RunTokens(t *testing.T) {
+func TestRunTokens_C6(t *testing.T) {
 	e := newEnv(t, tokA, Config{})
 	var runs Runs
 	id, runTok, err := runs.Start()
@@ -405,7 +403,7 @@ func TestRedTeam_C6_RunTokens(t *testing.T) {
 }
 
 // C7: a device login under any case or RFC 2047 encoding may not change reach settings.
-func TestRedTeam_C7_DeviceLoginForms(t *testing.T) {
+func TestDeviceLoginForms_C7(t *testing.T) {
 	e := newEnv(t, tokA, Config{})
 	s := &seen{}
 	h := e.v.Middleware(guarded(e.v, nil, s))
@@ -432,9 +430,9 @@ func TestRedTeam_C7_DeviceLoginForms(t *testing.T) {
 
 // ---- helper process (another uid) --------------------------------------------------------------
 
-// TestRedTeamConsoleHelperProcess is the other-uid client of TestRedTeam_C4_OtherUserIsLocal:
+// TestConsoleHostileHelperProcess is the other-uid client of TestOtherUserIsLocal_C4:
 // it starts a run and answers the permission hook with the run's token, printing each status.
-func TestRedTeamConsoleHelperProcess(t *testing.T) {
+func TestConsoleHostileHelperProcess(t *testing.T) {
 	base := os.Getenv("FLEET_RT_CONSOLE_HELPER")
 	if base == "" {
 		return

@@ -2,10 +2,8 @@
 
 package peercred
 
-// Red-team tests, second pass, with real sockets: root (this test) and a helper process of
-// another uid. A test that proves a finding fails today and is skipped with "FINDING: …" unless
-// FLEET_REDTEAM_FINDINGS=1; every other test is a guard that documents what the kernel and
-// PeerUID do.
+// What the kernel and PeerUID say about real sockets of root (this test) and of a helper process
+// of another uid: guards that document each case.
 
 import (
 	"bufio"
@@ -40,7 +38,7 @@ func rt2NeedRoot(t *testing.T) {
 // the kernel finds under those addresses. ConnPeerUID and CheckOwn therefore confirm, after the
 // lookup, that the connection's own socket still holds the tuple (TCP_INFO state), and callers
 // judge at Accept.
-func TestRedTeam2_PeerUIDAfterResetNamesNextOwner(t *testing.T) {
+func TestPeerUIDAfterResetNamesNextOwner(t *testing.T) {
 	rt2NeedRoot(t)
 	ln, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
@@ -84,7 +82,7 @@ func TestRedTeam2_PeerUIDAfterResetNamesNextOwner(t *testing.T) {
 // has no inode, so DialOwn failed with "peer socket not found" and a console slow to accept was
 // marked down. DialOwn now judges the listening socket until the accept (see
 // TestDialOwnSlowAcceptIsNotDown_Issue7).
-func TestRedTeam2_DialOwnBeforeAccept(t *testing.T) {
+func TestDialOwnBeforeAccept(t *testing.T) {
 	ln, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -111,7 +109,7 @@ func TestRedTeam2_DialOwnBeforeAccept(t *testing.T) {
 // and SO_REUSEPORT, not even when this user's listener set SO_REUSEPORT itself (the kernel keeps
 // a reuseport group to one uid). [::1]:P is a different socket address and is free to take: a
 // client must dial the literal it means (see the next test).
-func TestRedTeam2_OtherUserCannotShareThePort(t *testing.T) {
+func TestOtherUserCannotShareThePort(t *testing.T) {
 	rt2NeedRoot(t)
 	for _, reuseport := range []bool{false, true} {
 		t.Run(fmt.Sprintf("our SO_REUSEPORT=%v", reuseport), func(t *testing.T) {
@@ -147,7 +145,7 @@ func TestRedTeam2_OtherUserCannotShareThePort(t *testing.T) {
 
 // DialOwn refuses every server of another uid however the address is spelled: ::1 held by
 // another user beside our 127.0.0.1, a v4-mapped literal, 127.0.0.2.
-func TestRedTeam2_DialOwnSpellings(t *testing.T) {
+func TestDialOwnSpellings(t *testing.T) {
 	rt2NeedRoot(t)
 	for _, addr := range []string{"[::1]:0", "127.0.0.1:0", "127.0.0.2:0"} {
 		h := rt2Start(t, "listen "+addr, nil)
@@ -174,7 +172,7 @@ func TestRedTeam2_DialOwnSpellings(t *testing.T) {
 // this user but handed to another uid's process (fd passing, socket activation) answers as that
 // other uid, and DialOwn refuses it. DialOwn's promise is "the process that accepted the
 // connection runs as this user".
-func TestRedTeam2_AcceptedSocketOwnerIsAcceptor(t *testing.T) {
+func TestAcceptedSocketOwnerIsAcceptor(t *testing.T) {
 	rt2NeedRoot(t)
 	ln, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
@@ -202,7 +200,7 @@ func TestRedTeam2_AcceptedSocketOwnerIsAcceptor(t *testing.T) {
 // A peer that half-closes (shutdown SHUT_WR) keeps its uid; one that closes its socket leaves an
 // orphan (inode 0) that PeerUID never reads as anyone — in particular never as the uid 0 the kernel
 // prints for TIME_WAIT entries.
-func TestRedTeam2_PeerUIDHalfClosedAndOrphaned(t *testing.T) {
+func TestPeerUIDHalfClosedAndOrphaned(t *testing.T) {
 	rt2NeedRoot(t)
 	ln, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
@@ -241,14 +239,14 @@ func rt2FilePort(t *testing.T, f *os.File) int {
 	return sa.(*syscall.SockaddrInet4).Port
 }
 
-// rt2Start starts TestRedTeam2PeerCredHelperProcess as otheruser.UID; more, if not nil, may change
+// rt2Start starts TestPeerCredOtherUserHelperProcess as otheruser.UID; more, if not nil, may change
 // the command first.
 func rt2Start(t *testing.T, mode string, more func(*exec.Cmd)) *otheruser.Helper {
 	t.Helper()
-	return otheruser.Start(t, "^TestRedTeam2PeerCredHelperProcess$", "FLEET_PEERCRED_RT2", mode, more)
+	return otheruser.Start(t, "^TestPeerCredOtherUserHelperProcess$", "FLEET_PEERCRED_RT2", mode, more)
 }
 
-// TestRedTeam2PeerCredHelperProcess is the other-uid side of the tests above.
+// TestPeerCredOtherUserHelperProcess is the other-uid side of the tests above.
 //
 //	rst PORT ADDR: from 127.0.0.1:PORT connect to ADDR, write a line, print SENT; after a line on
 //	               stdin reset the connection (SO_LINGER 0) and print RST
@@ -258,7 +256,7 @@ func rt2Start(t *testing.T, mode string, more func(*exec.Cmd)) *otheruser.Helper
 //	               SO_REUSEADDR and SO_REUSEPORT; print "BIND <addr> ok|refused" for each
 //	listen ADDR:   listen on ADDR, print PORT <port>, accept and hold until stdin ends
 //	servefd:       accept on the listener passed as fd 3, print READY, hold until stdin ends
-func TestRedTeam2PeerCredHelperProcess(t *testing.T) {
+func TestPeerCredOtherUserHelperProcess(t *testing.T) {
 	mode := os.Getenv("FLEET_PEERCRED_RT2")
 	if mode == "" {
 		return

@@ -1,9 +1,7 @@
 package console
 
-// Red-team tests of the console side, second pass: the per-connection uid verdict (ConnContext,
-// sameUser) over real sockets, HTTP/2 with and without TLS, and the uid check's blind spots. A
-// test that proves a finding fails today and is skipped with "FINDING: …" unless
-// FLEET_REDTEAM_FINDINGS=1; every other test is a guard.
+// The console's per-connection uid verdict (ConnContext, sameUser) over real sockets, HTTP/2 with
+// and without TLS, and what the uid check cannot see: guards.
 
 import (
 	"bufio"
@@ -86,7 +84,7 @@ func (c *rt2Console) started() int {
 
 // ---- Findings ----------------------------------------------------------------------------------
 
-// FINDING (high when consoles run as root): "local" means "the peer socket is this console's own
+// Once a finding (high), now guarded: "local" means "the peer socket is this console's own
 // uid". tailscaled runs as root, and under userspace networking (tailscaled in a container, the
 // Tailscale Docker image's default, any --tun=userspace-networking) it forwards a tailnet peer's
 // connection to <node>:<console port> straight to 127.0.0.1:<port> from a socket of its own uid.
@@ -96,7 +94,7 @@ func (c *rt2Console) started() int {
 // (doc.go and console-contract.md promise 403 no-assertion for exactly this case.) Fix: fail closed
 // when the console's uid is tailscaled's (owner of its LocalAPI socket) unless the console can ask
 // WhoIs(RemoteAddr) (S5b) or tailscaled reports TUN: true; fleet doctor should FAIL the combination.
-func TestRedTeam2_C4_TailscaledUIDIsLocal(t *testing.T) {
+func TestTailscaledUIDIsLocal_C4(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the console must run as tailscaled's uid (root)")
 	}
@@ -131,14 +129,14 @@ func TestRedTeam2_C4_TailscaledUIDIsLocal(t *testing.T) {
 	}
 }
 
-// FINDING (medium): the console's uid verdict is read lazily at the first local request, from
+// Once a finding (medium), now guarded: the console's uid verdict is read lazily at the first local request, from
 // /proc/net/tcp, without checking that the connection still holds its 4-tuple. Another user
 // connects from 127.0.0.1:X, sends POST /runs and resets the connection; if a socket of the
 // console's own user (the supervisor's hop or probe, the user's browser) takes 127.0.0.1:X before
 // the Verifier runs, the stranger's request — still readable after the reset — is scope local and
 // starts a run. The gate stands for whatever runs before the Verifier; in production it is the
 // scheduler and any outer middleware.
-func TestRedTeam2_C4_ResetConnectionInheritsNextOwner(t *testing.T) {
+func TestResetConnectionInheritsNextOwner_C4(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Skip("needs root to run the stranger as another uid")
 	}
@@ -154,7 +152,7 @@ func TestRedTeam2_C4_ResetConnectionInheritsNextOwner(t *testing.T) {
 	})
 	port := otheruser.FreePort(t)
 	payload := fmt.Sprintf("POST /runs HTTP/1.1\r\nHost: %s\r\nContent-Length: 2\r\n\r\n{}", c.addr)
-	h := otheruser.Start(t, "^TestRedTeam2ConsoleHelperProcess$", "FLEET_RT2_CONSOLE", fmt.Sprintf("rst %d %s", port, c.addr),
+	h := otheruser.Start(t, "^TestConsoleLocalPeersHelperProcess$", "FLEET_RT2_CONSOLE", fmt.Sprintf("rst %d %s", port, c.addr),
 		func(cmd *exec.Cmd) { cmd.Env = append(cmd.Env, "FLEET_RT2_PAYLOAD="+payload) })
 	h.Expect(t, "SENT")
 	select {
@@ -185,7 +183,7 @@ func TestRedTeam2_C4_ResetConnectionInheritsNextOwner(t *testing.T) {
 
 // With ConnContext, over HTTP/2 with TLS: this user is local, another uid is 403 no-assertion —
 // each connection judged on its own, the verdict of one never reused for another.
-func TestRedTeam2_C4_HTTP2TLS(t *testing.T) {
+func TestHTTP2TLS_C4(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Skip("needs root to run a client as another user")
 	}
@@ -217,7 +215,7 @@ func TestRedTeam2_C4_HTTP2TLS(t *testing.T) {
 
 // Without ConnContext (the package doc's three lines) and over unencrypted HTTP/2 (h2c prior
 // knowledge): the per-request lookup still runs, another uid is refused.
-func TestRedTeam2_C4_H2CWithoutConnContext(t *testing.T) {
+func TestH2CWithoutConnContext_C4(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Skip("needs root to run a client as another user")
 	}
@@ -252,7 +250,7 @@ func TestRedTeam2_C4_H2CWithoutConnContext(t *testing.T) {
 
 // A request whose context holds neither a verdict nor the connection's local address (a console
 // that calls the handler itself, a framework that builds its own context) is never local.
-func TestRedTeam2_C4_NoConnectionFacts(t *testing.T) {
+func TestNoConnectionFacts_C4(t *testing.T) {
 	e := newEnv(t, tokA, Config{})
 	for _, peer := range []string{"127.0.0.1:40000", "[::1]:40000", "[::ffff:127.0.0.1]:40000"} {
 		r := httptest.NewRequest("GET", "/whoami", nil)
@@ -272,7 +270,7 @@ func TestRedTeam2_C4_NoConnectionFacts(t *testing.T) {
 // C6 still comes first for another uid: with a proxy mark it is "not local"; without one, the
 // uid check refuses it (hook.rejected, no-assertion) before the run's token is looked at — even
 // a live run's real token.
-func TestRedTeam2_C6_OtherUserWithLiveRunToken(t *testing.T) {
+func TestOtherUserWithLiveRunToken_C6(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Skip("needs root to run a client as another user")
 	}
@@ -307,20 +305,20 @@ func whoamiMux() http.Handler {
 	return mux
 }
 
-// rt2Run runs TestRedTeam2ConsoleHelperProcess as otheruser.UID to the end and returns its output.
+// rt2Run runs TestConsoleLocalPeersHelperProcess as otheruser.UID to the end and returns its output.
 func rt2Run(t *testing.T, mode string) string {
 	t.Helper()
-	return otheruser.Run(t, "^TestRedTeam2ConsoleHelperProcess$", "FLEET_RT2_CONSOLE", mode, "")
+	return otheruser.Run(t, "^TestConsoleLocalPeersHelperProcess$", "FLEET_RT2_CONSOLE", mode, "")
 }
 
-// TestRedTeam2ConsoleHelperProcess is the other-uid client of the tests above.
+// TestConsoleLocalPeersHelperProcess is the other-uid client of the tests above.
 //
 //	rst PORT ADDR:        from 127.0.0.1:PORT connect to ADDR, write $FLEET_RT2_PAYLOAD, print
 //	                      SENT; after a line on stdin reset the connection, print RST
 //	get URL:              GET over HTTPS (HTTP/2, any certificate); print "STATUS code proto reason"
 //	h2c URL:              GET over unencrypted HTTP/2; the same line
 //	hook URL TOKEN [HDR]: POST with the run bearer (and header HDR: 127.0.0.1); "STATUS code reason"
-func TestRedTeam2ConsoleHelperProcess(t *testing.T) {
+func TestConsoleLocalPeersHelperProcess(t *testing.T) {
 	mode := os.Getenv("FLEET_RT2_CONSOLE")
 	if mode == "" {
 		return
