@@ -443,6 +443,9 @@ func (h *Hop) CloseUpgraded(match func(consoleID, login string) bool) int {
 // http.Server's.
 func (h *Hop) Close() error {
 	h.live.closeMatching(nil, true)
+	if h.rp == nil {
+		return nil
+	}
 	if t, ok := h.rp.Transport.(*http.Transport); ok {
 		t.CloseIdleConnections()
 	}

@@ -5,9 +5,11 @@ package supervisor
 
 import (
 	"bufio"
+	"bytes"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"testing"
 	"time"
 )
@@ -289,4 +291,79 @@ func TestCloseEndsUpgraded(t *testing.T) {
 		wantEnd(t, brB, "caller of b")
 		wantEnd(t, sideB.br, "console b")
 	})
+}
+
+// pattern is n bytes that are not all alike, different for each seed.
+func pattern(n int, seed byte) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(i*7+i/251) ^ seed
+	}
+	return b
+}
+
+// bulkBothWays sends 4 MiB each way at once through a tunnel and checks every byte arrived, in
+// order.
+func bulkBothWays(t *testing.T, caller io.ReadWriter, callerR io.Reader, console io.ReadWriter, consoleR io.Reader) {
+	t.Helper()
+	const n = 4 << 20
+	up, down := pattern(n, 1), pattern(n, 2)
+	errs := make(chan error, 2)
+	go func() { _, err := caller.Write(up); errs <- err }()
+	go func() { _, err := console.Write(down); errs <- err }()
+	gotUp, gotDown := make([]byte, n), make([]byte, n)
+	read := make(chan error, 2)
+	go func() { _, err := io.ReadFull(consoleR, gotUp); read <- err }()
+	go func() { _, err := io.ReadFull(callerR, gotDown); read <- err }()
+	for i := 0; i < 4; i++ {
+		var err error
+		select {
+		case err = <-errs:
+		case err = <-read:
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !bytes.Equal(gotUp, up) || !bytes.Equal(gotDown, down) {
+		t.Fatal("the bytes that arrived are not the bytes sent")
+	}
+}
+
+// TestUpgradeCarriesBulk_S9: a busy WebSocket moves every byte, in order, both ways at once.
+func TestUpgradeCarriesBulk_S9(t *testing.T) {
+	d := startDoor(t)
+	c := d.addRawConsole(t, "raw")
+	conn, br, side := upgradeThrough(t, d, c, "/c/raw/ws")
+	bulkBothWays(t, conn, br, side, side.br)
+}
+
+// TestUpgradeThroughUnixDoor_S9: on the unix-socket door (the caller's end is a unix socket) a
+// WebSocket is asserted and carries bytes both ways too.
+func TestUpgradeThroughUnixDoor_S9(t *testing.T) {
+	d := uxStart(t, os.Getuid())
+	c := newRawConsole(t)
+	if _, err := d.srv.registry.Put(Console{ID: "raw", Addr: c.addr()}); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.Dial("unix", d.sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(waitLimit))
+	io.WriteString(conn, crlf("GET /c/raw/ws HTTP/1.1\nHost: localhost\nX-Forwarded-Host: "+uxSupName+
+		"\nX-Forwarded-For: "+uxUserIP+"\nX-Forwarded-Proto: https\nTailscale-User-Login: "+uxUserLogin+
+		"\nConnection: Upgrade\nUpgrade: websocket\nSec-WebSocket-Version: 13\n"+wsKey+"\n\n"))
+	side := c.next(t)
+	if got := side.req.Header.Get("X-Phase-Console-Fleet-Login"); got != uxUserLogin {
+		t.Fatalf("console saw login %q", got)
+	}
+	io.WriteString(side, switching)
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("handshake: %v %v", resp, err)
+	}
+	bulkBothWays(t, conn, br, side, side.br)
 }
