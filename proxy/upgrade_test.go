@@ -18,7 +18,7 @@ func TestTunnelOverPlainConns(t *testing.T) {
 		c.SetDeadline(time.Now().Add(10 * time.Second))
 		defer c.Close()
 	}
-	h.live.start("alpha", "alice@example.com", caller, console)
+	startTunnel(&h, caller, console)
 
 	go io.WriteString(callerFar, "up")
 	if got := readExactly(t, consoleFar, 2); got != "up" {
@@ -44,7 +44,9 @@ func TestTunnelOverPlainConns(t *testing.T) {
 	h.Close()
 	a, aFar := net.Pipe()
 	b, bFar := net.Pipe()
-	h.live.start("alpha", "alice@example.com", a, b)
+	if startTunnel(&h, a, b) {
+		t.Fatal("a tunnel started on a closed hop")
+	}
 	for _, c := range []net.Conn{aFar, bFar} {
 		c.SetDeadline(time.Now().Add(10 * time.Second))
 		if _, err := c.Read(make([]byte, 1)); err != io.EOF {
@@ -60,4 +62,16 @@ func readExactly(t *testing.T, r io.Reader, n int) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// startTunnel starts a tunnel of console "alpha" for alice between caller and console, as
+// upgradeTransport does, and reports whether it started.
+func startTunnel(h *Hop, caller, console net.Conn) bool {
+	t := h.live.add("alpha", "alice@example.com", caller, console)
+	if t == nil {
+		return false
+	}
+	go t.pipe(console, caller)
+	go t.pipe(caller, console)
+	return true
 }

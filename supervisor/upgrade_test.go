@@ -29,7 +29,7 @@ type consoleSide struct {
 	br  *bufio.Reader // holds whatever came after the head
 }
 
-func newRawConsole(t *testing.T) *rawConsole {
+func newRawConsole(t testing.TB) *rawConsole {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -60,7 +60,7 @@ func newRawConsole(t *testing.T) *rawConsole {
 func (c *rawConsole) addr() string { return c.ln.Addr().String() }
 
 // next is the next request that reached the console.
-func (c *rawConsole) next(t *testing.T) *consoleSide {
+func (c *rawConsole) next(t testing.TB) *consoleSide {
 	t.Helper()
 	select {
 	case s := <-c.conns:
@@ -80,7 +80,7 @@ func wsReq(path string, extra ...string) string {
 		"Sec-WebSocket-Version: 13", wsKey}, extra...)...))
 }
 
-func (d *door) addRawConsole(t *testing.T, id string) *rawConsole {
+func (d *door) addRawConsole(t testing.TB, id string) *rawConsole {
 	t.Helper()
 	c := newRawConsole(t)
 	if _, err := d.srv.registry.Put(Console{ID: id, Addr: c.addr()}); err != nil {

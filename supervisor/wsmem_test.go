@@ -151,3 +151,40 @@ func holdOne(conn net.Conn) {
 		}
 	}
 }
+
+// BenchmarkWebSocketThroughput moves bytes from a console to its caller through an upgraded
+// connection of the door, 32 KiB at a time.
+func BenchmarkWebSocketThroughput(b *testing.B) {
+	d := startDoor(b)
+	c := d.addRawConsole(b, "raw")
+	conn, err := net.Dial("tcp", d.addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close()
+	io.WriteString(conn, crlf(serveReq("GET", "/c/raw/ws", "Connection: Upgrade", "Upgrade: websocket",
+		"Sec-WebSocket-Version: 13", wsKey)))
+	side := c.next(b)
+	side.SetDeadline(time.Time{})
+	io.WriteString(side, switching)
+	br := bufio.NewReader(conn)
+	if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		b.Fatalf("handshake: %v %v", resp, err)
+	}
+	chunk := make([]byte, 32<<10)
+	b.SetBytes(int64(len(chunk)))
+	b.ResetTimer()
+	go func() {
+		for i := 0; i < b.N; i++ {
+			if _, err := side.Write(chunk); err != nil {
+				return
+			}
+		}
+	}()
+	got := make([]byte, len(chunk))
+	for i := 0; i < b.N; i++ {
+		if _, err := io.ReadFull(br, got); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
