@@ -80,9 +80,15 @@ func (h *Hop) newUpgradeProxy(rp *httputil.ReverseProxy, dial DialFunc) *httputi
 }
 
 // forwardUpgrade forwards an upgrade request (Forward has seen Connection: upgrade and an
-// Upgrade header). A WebSocket handshake has no body (RFC 6455 §4.1): one with a body is
-// refused, so that no request body ever rides into a tunnel.
+// Upgrade header). The door has refused every upgrade but WebSocket (CheckUpgrade); the hop
+// refuses them too, before it dials anything, so that no door can forget (S9). A WebSocket
+// handshake has no body (RFC 6455 §4.1): one with a body is refused, so that no request body
+// ever rides into a tunnel.
 func (h *Hop) forwardUpgrade(w http.ResponseWriter, r *http.Request, f *forward) {
+	if !strings.EqualFold(upgradeType(r.Header), "websocket") || len(r.Header["Upgrade"]) != 1 {
+		WriteRefusal(w, r, h.log, Refuse(http.StatusBadRequest, "bad-upgrade", "only a WebSocket upgrade is forwarded"))
+		return
+	}
 	if hasBody(r) {
 		WriteRefusal(w, r, h.log, Refuse(http.StatusBadRequest, "bad-upgrade", "a WebSocket upgrade carries no body"))
 		return

@@ -1,8 +1,14 @@
 package proxy
 
 import (
+	"context"
 	"io"
+	"log/slog"
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -74,4 +80,44 @@ func startTunnel(h *Hop, caller, console net.Conn) bool {
 	go t.pipe(console, caller)
 	go t.pipe(caller, console)
 	return true
+}
+
+// TestHopRefusesOtherUpgrades_S9: the hop itself forwards no upgrade but a bodiless WebSocket one,
+// whatever the door checked before: 400 bad-upgrade, and nothing is dialled.
+func TestHopRefusesOtherUpgrades_S9(t *testing.T) {
+	var dials atomic.Int32
+	h := NewHop(slog.New(slog.DiscardHandler), nil, func(ctx context.Context, network, addr string) (net.Conn, error) {
+		dials.Add(1)
+		return nil, io.ErrUnexpectedEOF
+	})
+	rows := []struct {
+		name    string
+		headers [][2]string
+		body    bool
+	}{
+		{"S9 h2c", [][2]string{{"Connection", "Upgrade, HTTP2-Settings"}, {"Upgrade", "h2c"}}, false},
+		{"S9 websocket, h2c", [][2]string{{"Connection", "Upgrade"}, {"Upgrade", "websocket, h2c"}}, false},
+		{"S9 two Upgrade lines", [][2]string{{"Connection", "Upgrade"}, {"Upgrade", "websocket"}, {"Upgrade", "h2c"}}, false},
+		{"S9 websocket with a body", [][2]string{{"Connection", "Upgrade"}, {"Upgrade", "websocket"}}, true},
+	}
+	for _, row := range rows {
+		t.Run(row.name, func(t *testing.T) {
+			r := httptest.NewRequest("GET", "/c/alpha/ws", nil)
+			if row.body {
+				r = httptest.NewRequest("POST", "/c/alpha/ws", strings.NewReader("hello"))
+			}
+			for _, kv := range row.headers {
+				r.Header.Add(kv[0], kv[1])
+			}
+			w := httptest.NewRecorder()
+			h.Forward(w, r, &Target{ConsoleID: "alpha", Addr: "127.0.0.1:9", Path: "/ws", Login: "alice@example.com",
+				Token: "t", ClientIP: "100.64.0.7", Host: "x", Proto: "https"})
+			if w.Code != http.StatusBadRequest || w.Header().Get("X-Fleet-Reason") != "bad-upgrade" {
+				t.Errorf("got %d %q, want 400 bad-upgrade", w.Code, w.Header().Get("X-Fleet-Reason"))
+			}
+		})
+	}
+	if n := dials.Load(); n != 0 {
+		t.Errorf("the hop dialled %d times for upgrades it refuses", n)
+	}
 }
