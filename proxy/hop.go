@@ -40,6 +40,8 @@ type Hop struct {
 	AfterFunc AfterFunc
 
 	rp     *httputil.ReverseProxy
+	up     *httputil.ReverseProxy // WebSocket upgrades (upgrade.go)
+	live   liveConns              // their live connections
 	log    *slog.Logger
 	onDown func(consoleID string)
 }
@@ -91,6 +93,7 @@ func NewHop(log *slog.Logger, onDown func(consoleID string), dial DialFunc) *Hop
 		// A console's broken body and the like are operational errors (S9): warn.
 		ErrorLog: WarnLogger(log, "fleet.hop-error"),
 	}
+	h.up = h.newUpgradeProxy(h.rp, dial)
 	return h
 }
 
@@ -140,6 +143,10 @@ func (h *Hop) Forward(w http.ResponseWriter, r *http.Request, t *Target) {
 		return
 	}
 	f := &forward{t: *t}
+	if isUpgrade(r.Header) {
+		h.forwardUpgrade(w, r, f)
+		return
+	}
 	if h.BodyIdleTimeout > 0 && hasBody(r) {
 		after := h.AfterFunc
 		if after == nil {

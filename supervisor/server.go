@@ -206,6 +206,7 @@ func (s *Server) PublishAddr(addr string) error {
 // Close stops the server and its background work. A Serve after Close returns at once.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() { close(s.stop) })
+	defer s.hop.Close() // http.Server closes no hijacked connection: the hop ends live WebSockets
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if err := s.httpSrv.Shutdown(ctx); err != nil {

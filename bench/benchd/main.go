@@ -4,7 +4,7 @@
 //
 //	benchd backend  -addr 127.0.0.1:18080
 //	benchd localapi -socket /tmp/x/tailscaled.sock -caller 100.64.0.7 -login alice@example.com
-//	benchd wsidle   -url ws://127.0.0.1:17420/c/bench/ws -n 10000 -pid PID [-header 'K: V']...
+//	benchd wsidle   -url ws://127.0.0.1:17420/c/bench/ws -n 10000 -pid PID [-message 1024] [-header 'K: V']...
 //
 // It is a measuring tool, not part of fleet: nothing here is imported by the product.
 package main
@@ -55,7 +55,8 @@ func main() {
 	}
 }
 
-// backend is the console: /small answers a few bytes, /big 64 KiB, /ws holds a WebSocket open.
+// backend is the console: /small answers a few bytes, /big 64 KiB, /ws holds a WebSocket open
+// and echoes its messages.
 func backend(args []string) error {
 	fs := flag.NewFlagSet("backend", flag.ExitOnError)
 	addr := fs.String("addr", "127.0.0.1:18080", "listen address")
@@ -80,8 +81,9 @@ func backend(args []string) error {
 			return
 		}
 		defer c.CloseNow()
-		for {
-			if _, _, err := c.Read(r.Context()); err != nil {
+		for { // echo each message
+			typ, msg, err := c.Read(r.Context())
+			if err != nil || c.Write(r.Context(), typ, msg) != nil {
 				return
 			}
 		}
@@ -165,6 +167,7 @@ func wsIdle(args []string) error {
 	url := fs.String("url", "", "ws:// URL through the door")
 	n := fs.Int("n", 10000, "how many WebSockets")
 	pid := fs.Int("pid", 0, "the door's pid, whose RSS is measured")
+	message := fs.Int("message", 0, "bytes of one message each WebSocket sends and reads back before it idles (0: none)")
 	var headers headerList
 	fs.Var(&headers, "header", "a request header 'Name: value' (repeatable)")
 	fs.Parse(args)
@@ -191,6 +194,14 @@ func wsIdle(args []string) error {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			c, _, err := websocket.Dial(ctx, *url, &websocket.DialOptions{HTTPHeader: h})
+			if err == nil && *message > 0 {
+				// One round trip first, so that whatever buffers the door uses to move bytes
+				// have been touched, as on a WebSocket that carried traffic and went quiet.
+				err = echoOnce(ctx, c, *message)
+				if err != nil {
+					c.CloseNow()
+				}
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -215,12 +226,28 @@ func wsIdle(args []string) error {
 	if ok == 0 {
 		return fmt.Errorf("no WebSocket opened: %v", firstErr)
 	}
-	fmt.Printf("websockets=%d failed=%d rss_before_kib=%d rss_after_kib=%d per_conn_kib=%.1f\n",
-		ok, *n-ok, before, after, float64(after-before)/float64(ok))
+	fmt.Printf("websockets=%d failed=%d message=%d rss_before_kib=%d rss_after_kib=%d per_conn_kib=%.1f\n",
+		ok, *n-ok, *message, before, after, float64(after-before)/float64(ok))
 	if firstErr != nil {
 		fmt.Fprintln(os.Stderr, "benchd: first failure:", firstErr)
 	}
 	return nil
+}
+
+// echoOnce sends one message of n bytes on c and reads it back.
+func echoOnce(ctx context.Context, c *websocket.Conn, n int) error {
+	msg := make([]byte, n)
+	for i := range msg {
+		msg[i] = byte('a' + i%26)
+	}
+	if err := c.Write(ctx, websocket.MessageBinary, msg); err != nil {
+		return err
+	}
+	_, got, err := c.Read(ctx)
+	if err == nil && len(got) != n {
+		err = fmt.Errorf("echo of %d bytes came back as %d", n, len(got))
+	}
+	return err
 }
 
 func rssKiB(pid int) (int, error) {
