@@ -96,14 +96,22 @@ func benchConsole(b *testing.B, size int) (addr string, conns *atomic.Int64) {
 //
 //	go test -run=NONE -bench=Parallel -benchmem ./supervisor
 func BenchmarkVerifiedForwardParallel(b *testing.B) {
-	for _, size := range []int{64, 64 << 10} {
-		b.Run(fmt.Sprintf("%dB", size), func(b *testing.B) {
+	for _, w := range []struct {
+		size    int
+		newConn bool // a new connection per request, as a burst through Serve makes
+	}{{64, false}, {64 << 10, false}, {64, true}} {
+		size := w.size
+		name := fmt.Sprintf("%dB", size)
+		if w.newConn {
+			name += "-newconn"
+		}
+		b.Run(name, func(b *testing.B) {
 			d := startDoor(b)
 			addr, conns := benchConsole(b, size)
 			if _, err := d.srv.registry.Put(Console{ID: "bench", Addr: addr}); err != nil {
 				b.Fatal(err)
 			}
-			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true}}
+			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true, DisableKeepAlives: w.newConn}}
 			b.Cleanup(client.CloseIdleConnections)
 			get := func() bool {
 				req, _ := http.NewRequest("GET", "http://"+d.addr+"/c/bench/x", nil)
