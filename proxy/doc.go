@@ -27,7 +27,30 @@
 // The names, the folding of header names, the console-id grammar and the same-origin rule are
 // package contract's, shared with the console library; this package applies them on the hop.
 //
-// This package judges and forwards; it does not decide who the caller is. That is the door's job,
-// and the door hands the verified login to Hop.Forward. This package must never forward a request
-// it could not judge.
+// # One judgement for every door
+//
+// Door is the one entry point: an http.Handler that judges a request in SPEC order and answers,
+// refuses or forwards it, so that no door keeps its own copy of a rule or of the order. The first
+// failing check answers: S9 head size (431 header-too-large) → the door's Host admission → S3
+// (400 assertion-sent) → on a /c/… path, S7 (400 bad-path, then 403 hooks) → S9 upgrade (400
+// bad-upgrade) → S12 (403 cross-origin); then a request that is not for a console goes to the
+// door's own pages, "/c/<id>" is 308 to "/c/<id>/", and a console request goes on: CONNECT and
+// TRACE (405 method) → the door's caller verification → the console (404 unknown-console) → the
+// token (503 no-token) → Hop.Forward, to exactly the path judged, as exactly the caller verified.
+//
+// A door supplies only what is its own, as small interfaces: its Host admission (HostAdmitter),
+// who is calling (CallerVerifier: a login and an address, or a Refusal), where consoles listen
+// (Consoles), the fleet token (TokenSource), and whom to tell that a console is down
+// (DownMarker, to NewHop). It serves the Door with NewServer, whose limits (SPEC S9) the Door
+// relies on.
+//
+// It fails closed: a Door missing any of them refuses every request (500 internal); a verifier
+// that returns no login or no valid address, a lookup that fails, a token that cannot be read
+// are refusals; Hop.Forward refuses a Target without what it asserts. Every refusal is one
+// fleet.rejected line (WriteRefusal) with the spec's reason word, and never carries a secret. The
+// hop dials a console only through the owner check of peercred.DialOwn: a Hop with an unchecked
+// dialer cannot be made.
+//
+// This package judges and forwards; it does not decide who the caller is. That is the door's job.
+// This package must never forward a request it could not judge.
 package proxy

@@ -52,18 +52,19 @@ type forward struct {
 	body *idleBody
 }
 
-// A DialFunc opens the connection to a console. The supervisor's checks that the console's socket
-// belongs to its own user before the fleet token is sent over it (peercred.DialOwn).
+// A DialFunc opens the connection to a console. The hop's is always dialConsole, which checks that
+// the console's socket belongs to this same user before the fleet token is sent over it.
 type DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
 
-// NewHop returns a Hop. log receives one line per failed forward (never a secret); onDown, if not
-// nil, is told the console id of each forward that found no console answering; dial, if not nil,
-// opens connections to consoles (default: a plain dialer).
-func NewHop(log *slog.Logger, onDown func(consoleID string), dial DialFunc) *Hop {
-	h := &Hop{BodyIdleTimeout: BodyIdleTimeout, log: log, onDown: onDown}
-	if dial == nil {
-		dial = (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+// NewHop returns a Hop. log receives one line per failed forward (never a secret); down, if not
+// nil, is told the console id of each forward that found no console answering. The Hop dials
+// consoles only through the owner check of peercred.DialOwn (dial.go): there is no other dialer.
+func NewHop(log *slog.Logger, down DownMarker) *Hop {
+	h := &Hop{BodyIdleTimeout: BodyIdleTimeout, log: log}
+	if down != nil {
+		h.onDown = down.MarkDown
 	}
+	var dial DialFunc = dialConsole
 	transport := &http.Transport{
 		Proxy:       nil, // never an environment proxy: the console is on loopback
 		DialContext: dial,
