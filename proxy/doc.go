@@ -1,6 +1,7 @@
-// Package proxy is the hop from a fleet door to a console: path judgement, header scrubbing, the
-// assertion, and streaming. Both doors (the loopback door in package supervisor and the
-// direct-reach door) use it, so the rules below hold on each.
+// Package proxy is the judgement of a request at a fleet door and the hop from the door to a
+// console: the order of the checks (Door), path judgement, header scrubbing, the assertion, and
+// streaming. Both doors (the loopback door in package supervisor and the direct-reach door) use
+// it, so the rules below hold on each.
 //
 // Guarantees, each with its rule in docs/contract.md:
 //
@@ -17,7 +18,9 @@
 //     caller's Connection line cannot delete what the hop set.
 //   - S7: the decision about /c/<id>/hooks is made on the decoded, canonical path (JudgePath), and the
 //     path forwarded is exactly the path judged; a path that is not canonical is 400 bad-path.
-//   - S9: only "Upgrade: websocket" is let through (CheckUpgrade); bodies are streamed, never
+//   - S9: a request head over 64 KiB is 431 (MaxHeaderBytes: NewServer makes net/http read no
+//     more, the Door refuses what net/http still read, 431 header-too-large); only
+//     "Upgrade: websocket" is let through (CheckUpgrade); bodies are streamed, never
 //     buffered; server-sent events and responses of unknown length are flushed as they come, any
 //     other response at least every 50 ms. A request body that sends nothing for
 //     Hop.BodyIdleTimeout (60 s) is cut off: the console's request aborted, 408 body-timeout to
