@@ -11,11 +11,12 @@ import (
 // dialTimeout bounds one dial of a console, owner check included.
 const dialTimeout = 5 * time.Second
 
-// dialConsole is the hop's only dialer: the fleet token rides on every hop, so only a console run
-// by this same user may receive it, never a process of someone else that took a dead console's
-// port (peercred.DialOwn checks the socket's owner before anything is sent; a console of another
-// user is 502 console-other-user). There is no way to give a Hop another one.
-func dialConsole(ctx context.Context, network, addr string) (net.Conn, error) {
+// DialConsole is the hop's dialer (NewHop's default): the fleet token rides on every hop, so only
+// a console run by this same user may receive it, never a process of someone else that took a
+// dead console's port (peercred.DialOwn checks the socket's owner before anything is sent; a
+// console of another user is 502 console-other-user). Each dial, owner check included, is bounded
+// by 5 s.
+func DialConsole(ctx context.Context, network, addr string) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, dialTimeout)
 	defer cancel()
 	return peercred.DialOwn(ctx, network, addr)

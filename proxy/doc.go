@@ -50,9 +50,9 @@
 // It fails closed: a Door missing any of them refuses every request (500 internal); a verifier
 // that returns no login or no valid address, a lookup that fails, a token that cannot be read
 // are refusals; Hop.Forward refuses a Target without what it asserts. Every refusal is one
-// fleet.rejected line (WriteRefusal) with the spec's reason word, and never carries a secret. The
-// hop dials a console only through the owner check of peercred.DialOwn: a Hop with an unchecked
-// dialer cannot be made.
+// fleet.rejected line (WriteRefusal) with the spec's reason word, and never carries a secret.
+// NewHop's default dialer is DialConsole, the owner check of peercred.DialOwn: a Hop whose dialer
+// was left out never sends the token to another user's process.
 //
 // This package judges and forwards; it does not decide who the caller is. That is the door's job.
 // This package must never forward a request it could not judge.

@@ -184,7 +184,7 @@ func startTestDoor(t testing.TB, setup ...func(*Door)) *testDoor {
 	own := &standIn{token: "fleet-token-for-tests-0123456789abcdef", console: map[string]string{}}
 	d := &testDoor{t: t, own: own, logs: logs, token: own.token}
 	d.door = &Door{
-		Hop:       NewHop(log, own),
+		Hop:       NewHop(log, own, nil),
 		Log:       log,
 		Host:      own,
 		Callers:   own,

@@ -52,19 +52,22 @@ type forward struct {
 	body *idleBody
 }
 
-// A DialFunc opens the connection to a console. The hop's is always dialConsole, which checks that
-// the console's socket belongs to this same user before the fleet token is sent over it.
+// A DialFunc opens the connection to a console. The default, DialConsole, checks that the
+// console's socket belongs to this same user before the fleet token is sent over it.
 type DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
 
 // NewHop returns a Hop. log receives one line per failed forward (never a secret); down, if not
-// nil, is told the console id of each forward that found no console answering. The Hop dials
-// consoles only through the owner check of peercred.DialOwn (dial.go): there is no other dialer.
-func NewHop(log *slog.Logger, down DownMarker) *Hop {
+// nil, is told the console id of each forward that found no console answering; dial opens
+// connections to consoles, nil meaning DialConsole (the owner check of peercred.DialOwn): leaving
+// it out never gives an unchecked dialer. Only a test passes another.
+func NewHop(log *slog.Logger, down DownMarker, dial DialFunc) *Hop {
 	h := &Hop{BodyIdleTimeout: BodyIdleTimeout, log: log}
 	if down != nil {
 		h.onDown = down.MarkDown
 	}
-	var dial DialFunc = dialConsole
+	if dial == nil {
+		dial = DialConsole
+	}
 	transport := &http.Transport{
 		Proxy:       nil, // never an environment proxy: the console is on loopback
 		DialContext: dial,

@@ -41,7 +41,7 @@ func TestConsoleRouterNeverReachesHooks_S7(t *testing.T) {
 	console := httptest.NewServer(mux)
 	defer console.Close()
 	addr := strings.TrimPrefix(console.URL, "http://")
-	hop := NewHop(slog.New(slog.DiscardHandler), nil)
+	hop := NewHop(slog.New(slog.DiscardHandler), nil, nil)
 
 	firsts := []string{"hooks", "HOOKS", "%68ooks", "hoo%4Bs", "hoo%E2%84%AAs", "hook%C5%BF", "hooks%20",
 		"hooks.", "%2e", "%2e%2e", ".%2E", "..", ".", "", "%2F", "%5C", "x%2F..%2Fhooks", "%00hooks",
@@ -97,7 +97,7 @@ func TestForwardedPathIsJudgedPath_S7(t *testing.T) {
 		mu.Unlock()
 	}))
 	defer console.Close()
-	hop := NewHop(slog.New(slog.DiscardHandler), nil)
+	hop := NewHop(slog.New(slog.DiscardHandler), nil, nil)
 	for _, raw := range []string{"/c/a/x%20y", "/c/a/x%3Fy", "/c/a/%C3%A4", "/c/a/a+b", "/c/a/%40", "/c/a/%2B%26%3D",
 		"/c/a/%E2%80%AE", "/c/a/%EF%BB%BF", "/c/a/x%3Aevil", "/c/a/%7E", "/c/a/'%22%3C%3E", "/c/a/%60"} {
 		route, ref := JudgePath(raw)
@@ -130,7 +130,7 @@ func TestHopHeadersWin_S6(t *testing.T) {
 	}))
 	defer console.Close()
 	addr := strings.TrimPrefix(console.URL, "http://")
-	hop := NewHop(slog.New(slog.DiscardHandler), nil)
+	hop := NewHop(slog.New(slog.DiscardHandler), nil, nil)
 	r := httptest.NewRequest("GET", "/c/a/", nil)
 	for _, kv := range [][2]string{
 		{"X-Forwarded-Prefix", "/evil"}, {"X_Forwarded_Prefix", "/evil"}, {"x-forwarded-for", "100.64.0.1"},

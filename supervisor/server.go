@@ -120,7 +120,7 @@ func New(cfg Config) (*Server, error) {
 		lookups:       make(chan struct{}, maxPeerLookups),
 	}
 	// The hop dials only consoles run by this same user (the fleet token rides on every hop).
-	s.hop = proxy.NewHop(cfg.Logger, proxy.MarkDownFunc(reg.markDown))
+	s.hop = proxy.NewHop(cfg.Logger, proxy.MarkDownFunc(reg.markDown), proxy.DialConsole)
 	if cfg.BodyIdleTimeout > 0 {
 		s.hop.BodyIdleTimeout = cfg.BodyIdleTimeout
 	}
