@@ -1,6 +1,7 @@
-// Package proxy is the hop from a fleet door to a console: path judgement, header scrubbing, the
-// assertion, and streaming. Both doors (the loopback door in package supervisor and the
-// direct-reach door) use it, so the rules below hold on each.
+// Package proxy is the judgement of a request at a fleet door and the hop from the door to a
+// console: the order of the checks (Door), path judgement, header scrubbing, the assertion, and
+// streaming. Both doors (the loopback door in package supervisor and the direct-reach door) use
+// it, so the rules below hold on each.
 //
 // Guarantees, each with its rule in docs/contract.md:
 //
@@ -17,7 +18,9 @@
 //     caller's Connection line cannot delete what the hop set.
 //   - S7: the decision about /c/<id>/hooks is made on the decoded, canonical path (JudgePath), and the
 //     path forwarded is exactly the path judged; a path that is not canonical is 400 bad-path.
-//   - S9: only "Upgrade: websocket" is let through (CheckUpgrade); bodies are streamed, never
+//   - S9: a request head over 64 KiB is 431 (MaxHeaderBytes: NewServer makes net/http read no
+//     more, the Door refuses what net/http still read, 431 header-too-large); only
+//     "Upgrade: websocket" is let through (CheckUpgrade); bodies are streamed, never
 //     buffered; server-sent events and responses of unknown length are flushed as they come, any
 //     other response at least every 50 ms. A request body that sends nothing for
 //     Hop.BodyIdleTimeout (60 s) is cut off: the console's request aborted, 408 body-timeout to
@@ -27,7 +30,30 @@
 // The names, the folding of header names, the console-id grammar and the same-origin rule are
 // package contract's, shared with the console library; this package applies them on the hop.
 //
-// This package judges and forwards; it does not decide who the caller is. That is the door's job,
-// and the door hands the verified login to Hop.Forward. This package must never forward a request
-// it could not judge.
+// # One judgement for every door
+//
+// Door is the one entry point: an http.Handler that judges a request in SPEC order and answers,
+// refuses or forwards it, so that no door keeps its own copy of a rule or of the order. The first
+// failing check answers: S9 head size (431 header-too-large) → the door's Host admission → S3
+// (400 assertion-sent) → on a /c/… path, S7 (400 bad-path, then 403 hooks) → S9 upgrade (400
+// bad-upgrade) → S12 (403 cross-origin); then a request that is not for a console goes to the
+// door's own pages, "/c/<id>" is 308 to "/c/<id>/", and a console request goes on: CONNECT and
+// TRACE (405 method) → the door's caller verification → the console (404 unknown-console) → the
+// token (503 no-token) → Hop.Forward, to exactly the path judged, as exactly the caller verified.
+//
+// A door supplies only what is its own, as small interfaces: its Host admission (HostAdmitter),
+// who is calling (CallerVerifier: a login and an address, or a Refusal), where consoles listen
+// (Consoles), the fleet token (TokenSource), and whom to tell that a console is down
+// (DownMarker, to NewHop). It serves the Door with NewServer, whose limits (SPEC S9) the Door
+// relies on.
+//
+// It fails closed: a Door missing any of them refuses every request (500 internal); a verifier
+// that returns no login or no valid address, a lookup that fails, a token that cannot be read
+// are refusals; Hop.Forward refuses a Target without what it asserts. Every refusal is one
+// fleet.rejected line (WriteRefusal) with the spec's reason word, and never carries a secret.
+// NewHop's default dialer is DialConsole, the owner check of peercred.DialOwn: a Hop whose dialer
+// was left out never sends the token to another user's process.
+//
+// This package judges and forwards; it does not decide who the caller is. That is the door's job.
+// This package must never forward a request it could not judge.
 package proxy

@@ -54,17 +54,21 @@ type forward struct {
 	body *idleBody
 }
 
-// A DialFunc opens the connection to a console. The supervisor's checks that the console's socket
-// belongs to its own user before the fleet token is sent over it (peercred.DialOwn).
+// A DialFunc opens the connection to a console. The default, DialConsole, checks that the
+// console's socket belongs to this same user before the fleet token is sent over it.
 type DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
 
-// NewHop returns a Hop. log receives one line per failed forward (never a secret); onDown, if not
-// nil, is told the console id of each forward that found no console answering; dial, if not nil,
-// opens connections to consoles (default: a plain dialer).
-func NewHop(log *slog.Logger, onDown func(consoleID string), dial DialFunc) *Hop {
-	h := &Hop{BodyIdleTimeout: BodyIdleTimeout, log: log, onDown: onDown}
+// NewHop returns a Hop. log receives one line per failed forward (never a secret); down, if not
+// nil, is told the console id of each forward that found no console answering; dial opens
+// connections to consoles, nil meaning DialConsole (the owner check of peercred.DialOwn): leaving
+// it out never gives an unchecked dialer. Only a test passes another.
+func NewHop(log *slog.Logger, down DownMarker, dial DialFunc) *Hop {
+	h := &Hop{BodyIdleTimeout: BodyIdleTimeout, log: log}
+	if down != nil {
+		h.onDown = down.MarkDown
+	}
 	if dial == nil {
-		dial = (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+		dial = DialConsole
 	}
 	transport := &http.Transport{
 		Proxy:       nil, // never an environment proxy: the console is on loopback

@@ -2,6 +2,11 @@
 // only, is published by Tailscale Serve, keeps the console registry, verifies every caller with
 // tailscaled's LocalAPI and hands verified requests to the hop (package proxy).
 //
+// The judgement of a request — the order of the checks, S3, S7, S9, S12, CONNECT/TRACE, the
+// console lookup, the token and the hop — is proxy.Door's, the same for every door; this package
+// plugs into it only what is the loopback door's own (door.go): its Host admission (S10), who is
+// calling (S5), the registry (S8) and its own pages (the API and the index).
+//
 // It owns, by rule of docs/contract.md:
 //   - S1: the listener is 127.0.0.1 (and, optionally, a private unix socket); nothing wider.
 //   - S5: who is calling. A request to /c/… is verified only when the TCP peer is owned by

@@ -216,3 +216,6 @@ func waitFor(t *testing.T, ch <-chan struct{}, what string) {
 		t.Fatalf("gave up waiting for %s", what)
 	}
 }
+
+// wsKey is a WebSocket handshake's key line.
+const wsKey = "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ=="

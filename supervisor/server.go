@@ -10,7 +10,6 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -18,25 +17,18 @@ import (
 	"tailscale.com/client/local"
 	"tailscale.com/paths"
 
-	"github.com/phase-console/fleet/contract"
-	"github.com/phase-console/fleet/internal/peercred"
 	"github.com/phase-console/fleet/internal/state"
 	"github.com/phase-console/fleet/proxy"
 )
 
-// Timeouts and limits of the loopback door (SPEC S9), set on purpose: headers must arrive quickly,
-// idle connections go away, but a streaming response (SSE, WebSocket) may last as long as it
-// lasts, so there is no read or write timeout on the whole request.
+// Timeouts and limits of the loopback door (SPEC S9): those of every door, package proxy's
+// (proxy.NewServer), named here too.
 const (
-	ReadHeaderTimeout = 10 * time.Second
-	IdleTimeout       = 2 * time.Minute
-	// MaxHeaderBytes bounds a request's head. It is net/http's own limit too, so no more than
-	// it (plus net/http's 4 KiB of read slack) is ever read for one: a head that net/http
-	// still read but is over the limit is 431 header-too-large from ServeHTTP, with its log
-	// line; beyond that net/http answers its own bare 431 and closes (README, "Choices").
-	MaxHeaderBytes = 64 << 10
-	probeInterval  = 5 * time.Second
-	probeTimeout   = time.Second
+	ReadHeaderTimeout = proxy.ReadHeaderTimeout
+	IdleTimeout       = proxy.IdleTimeout
+	MaxHeaderBytes    = proxy.MaxHeaderBytes
+	probeInterval     = 5 * time.Second
+	probeTimeout      = time.Second
 )
 
 // Config is what a Server needs. The zero value of every field but StateHome has a useful default.
@@ -71,6 +63,7 @@ type Server struct {
 	registry  *Registry
 	verifier  *verifier
 	hop       *proxy.Hop
+	door      *proxy.Door // the judgement of every request (door.go)
 	stop      chan struct{}
 	httpSrv   *http.Server
 	bgOnce    sync.Once // starts the token watch and the probes, once
@@ -126,35 +119,23 @@ func New(cfg Config) (*Server, error) {
 		forwards:      newForwardWatch(cfg.LocalAPI, cfg.Now),
 		lookups:       make(chan struct{}, maxPeerLookups),
 	}
-	// The fleet token rides on every hop: only a console run by this same user may receive it,
-	// never a process of someone else that took a dead console's port.
-	s.hop = proxy.NewHop(cfg.Logger, reg.markDown, dialOwnWithTimeout)
+	// The hop dials only consoles run by this same user (the fleet token rides on every hop).
+	s.hop = proxy.NewHop(cfg.Logger, proxy.MarkDownFunc(reg.markDown), proxy.DialConsole)
 	if cfg.BodyIdleTimeout > 0 {
 		s.hop.BodyIdleTimeout = cfg.BodyIdleTimeout
 	}
 	s.hop.AfterFunc = cfg.AfterFunc
+	s.door = s.newDoor()
 	s.httpSrv = s.newHTTPServer(s)
 	return s, nil
-}
-
-func dialOwnWithTimeout(ctx context.Context, network, addr string) (net.Conn, error) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	return peercred.DialOwn(ctx, network, addr)
 }
 
 // newHTTPServer is an http.Server with the door's timeouts and limits (S9) and the per-connection
 // facts (S5a/b) that every listener of the door needs.
 func (s *Server) newHTTPServer(h http.Handler) *http.Server {
-	return &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: ReadHeaderTimeout,
-		IdleTimeout:       IdleTimeout,
-		MaxHeaderBytes:    MaxHeaderBytes,
-		ConnContext:       s.verifier.connContext,
-		// Accept errors, panics in a handler: operational errors are seen (S9).
-		ErrorLog: proxy.WarnLogger(s.log, "fleet.http-error"),
-	}
+	srv := proxy.NewServer(h, s.log)
+	srv.ConnContext = s.verifier.connContext
+	return srv
 }
 
 func (s *Server) tailscaledUID() (uint32, error) {
@@ -231,134 +212,5 @@ func (s *Server) probeLoop() {
 	}
 }
 
-// ServeHTTP judges every request in the spec's order and answers or forwards it.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	refuse := func(ref *proxy.Refusal) { proxy.WriteRefusal(w, r, s.log, ref) }
-
-	if ref := checkHeaderSize(r); ref != nil { // S9
-		refuse(ref)
-		return
-	}
-	if ref := s.admitHost(r); ref != nil { // S10
-		refuse(ref)
-		return
-	}
-	if ref := proxy.CheckNoAssertion(r); ref != nil { // S3
-		refuse(ref)
-		return
-	}
-	// S7: on a console path, bad-path and hooks answer before the upgrade and Origin checks
-	// (a hooks path is 403 hooks whatever else the request carries). The redirect of
-	// "/c/<id>" waits until the request has passed them.
-	isConsole := proxy.IsConsolePath(r.RequestURI)
-	var route proxy.Route
-	var redirect *proxy.Refusal
-	if isConsole {
-		var ref *proxy.Refusal
-		route, ref = proxy.JudgePath(r.RequestURI)
-		if ref != nil && ref.Status != http.StatusPermanentRedirect {
-			refuse(ref)
-			return
-		}
-		redirect = ref
-	}
-	if ref := proxy.CheckUpgrade(r); ref != nil { // S9
-		refuse(ref)
-		return
-	}
-	if len(r.Header["Origin"]) != 0 { // S12 (throughServe is only worth a look when it matters)
-		if ref := proxy.CheckOrigin(r, proxy.RequestProto(r, throughServe(r))); ref != nil {
-			refuse(ref)
-			return
-		}
-	}
-	rawPath, _, _ := strings.Cut(r.RequestURI, "?")
-	switch {
-	case strings.HasPrefix(rawPath, "/fleet/"):
-		s.serveAPI(w, r, rawPath)
-	case isConsole && redirect != nil:
-		http.Redirect(w, r, redirect.Detail, http.StatusPermanentRedirect)
-	case isConsole:
-		s.serveConsole(w, r, route)
-	case rawPath == "/":
-		s.serveIndex(w, r)
-	default:
-		refuse(proxy.Refuse(http.StatusNotFound, "not-found", "no such page"))
-	}
-}
-
-// serveConsole is /c/<id>/… with its path judged (S7): verify the caller (S5), find the console,
-// hop.
-func (s *Server) serveConsole(w http.ResponseWriter, r *http.Request, route proxy.Route) {
-	refuse := func(ref *proxy.Refusal) { proxy.WriteRefusal(w, r, s.log, ref) }
-	if strings.EqualFold(r.Method, http.MethodConnect) || strings.EqualFold(r.Method, http.MethodTrace) {
-		// CONNECT would tunnel past the hop; TRACE would echo the assertion back to the caller.
-		refuse(proxy.Refuse(http.StatusMethodNotAllowed, "method", "CONNECT and TRACE are not served"))
-		return
-	}
-	who, ref := s.verifier.verify(r)
-	if ref != nil {
-		refuse(s.hintLocalCaller(r, ref, route.ID))
-		return
-	}
-	c, ok := s.registry.Get(route.ID)
-	if !ok {
-		refuse(proxy.Refuse(http.StatusNotFound, "unknown-console", "no console is registered with that id"))
-		return
-	}
-	tok, err := s.token.Current()
-	if err != nil {
-		refuse(proxy.Refuse(http.StatusServiceUnavailable, "no-token", "the fleet token file is unusable; see the supervisor's log"))
-		return
-	}
-	s.hop.Forward(w, r, &proxy.Target{
-		ConsoleID: route.ID,
-		Addr:      c.Addr,
-		Path:      route.Path,
-		Login:     who.login,
-		Token:     tok,
-		ClientIP:  who.ip.String(),
-		Host:      r.Host,
-		Proto:     proxy.RequestProto(r, true),
-	})
-}
-
-// hintLocalCaller adds to a refusal of a caller on this machine (not tailscaled) where to go
-// instead: the console's own loopback address, which this machine's user can open directly.
-func (s *Server) hintLocalCaller(r *http.Request, ref *proxy.Refusal, consoleID string) *proxy.Refusal {
-	f, _ := r.Context().Value(connFactsKey{}).(*connFacts)
-	if f == nil || !f.localCaller {
-		return ref
-	}
-	hint := "On this machine, open a console directly at its own address: 'fleet consoles' lists them."
-	if c, ok := s.registry.Get(consoleID); ok {
-		hint = fmt.Sprintf("On this machine, open the console directly: http://%s/", c.Addr)
-	}
-	return proxy.Refuse(ref.Status, ref.Reason, ref.Detail+". "+hint)
-}
-
-// checkHeaderSize refuses request headers over MaxHeaderBytes (S9): 431 header-too-large.
-func checkHeaderSize(r *http.Request) *proxy.Refusal {
-	n := len(r.Method) + len(r.RequestURI) + len(r.Proto) + len(r.Host) + 16
-	for k, vv := range r.Header {
-		for _, v := range vv {
-			n += len(k) + len(v) + 4 // "k: v\r\n"
-		}
-	}
-	if n > MaxHeaderBytes {
-		return proxy.Refuse(http.StatusRequestHeaderFieldsTooLarge, "header-too-large", "request headers are limited to 64 KiB")
-	}
-	return nil
-}
-
-// throughServe reports whether a request looks like it came through Tailscale Serve: it carries
-// X-Forwarded-For or any Tailscale-* header (SPEC S8).
-func throughServe(r *http.Request) bool {
-	for name := range r.Header {
-		f := contract.FoldName(name)
-		if strings.HasPrefix(f, "tailscale-") || strings.HasPrefix(f, "x-forwarded-") || f == "forwarded" || f == "x-real-ip" {
-			return true
-		}
-	}
-	return false
-}
+// ServeHTTP judges every request in the spec's order (proxy.Door) and answers or forwards it.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.door.ServeHTTP(w, r) }

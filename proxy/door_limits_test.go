@@ -1,4 +1,4 @@
-package supervisor
+package proxy
 
 import (
 	"bufio"
@@ -39,13 +39,15 @@ func (c *countingConn) Read(p []byte) (int, error) {
 // door reads no more of it than its 64 KiB limit and net/http's small slack: a caller cannot make
 // it hold more than that for one request.
 func TestHeaderBufferBounded_S9(t *testing.T) {
-	d := startDoor(t)
+	d := startTestDoor(t)
 	ln, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	cl := &countingListener{Listener: ln}
-	go d.srv.Serve(cl)
+	srv := NewServer(d.door, d.door.Log)
+	go srv.Serve(cl)
+	t.Cleanup(func() { srv.Close() })
 
 	before := d.alpha.count()
 	conn, err := net.Dial("tcp", ln.Addr().String())

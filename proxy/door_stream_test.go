@@ -1,4 +1,4 @@
-package supervisor
+package proxy
 
 import (
 	"bufio"
@@ -16,7 +16,7 @@ const wsKey = "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ=="
 // TestWebSocketThroughHop_S9: a WebSocket upgrade is forwarded (as the verified caller, with the
 // assertion) and the connection then carries bytes both ways.
 func TestWebSocketThroughHop_S9(t *testing.T) {
-	d := startDoor(t)
+	d := startTestDoor(t)
 	rows := []struct {
 		name  string
 		extra []string
@@ -65,7 +65,7 @@ func TestWebSocketThroughHop_S9(t *testing.T) {
 // TestBadUpgradeRefused_S9: only "Upgrade: websocket" with "Connection: Upgrade" is forwarded;
 // every other upgrade is 400 bad-upgrade, and nothing reaches the console.
 func TestBadUpgradeRefused_S9(t *testing.T) {
-	d := startDoor(t)
+	d := startTestDoor(t)
 	rows := []struct {
 		name string
 		req  string
@@ -79,7 +79,7 @@ func TestBadUpgradeRefused_S9(t *testing.T) {
 		{"S9 TLS/1.0", serveReq("GET", "/c/alpha/x", "Connection: Upgrade", "Upgrade: TLS/1.0")},
 		{"S9 empty Upgrade", serveReq("GET", "/c/alpha/x", "Connection: Upgrade", "Upgrade:")},
 		{"S9 websocket/13", serveReq("GET", "/c/alpha/x", "Connection: Upgrade", "Upgrade: websocket/13")},
-		{"S9 h2c to the API", d.localReq("GET", "/fleet/v1/consoles", "", d.bearer(), "Connection: Upgrade", "Upgrade: h2c")},
+		{"S9 h2c to a door's own page", serveReq("GET", "/fleet/v1/consoles", "Connection: Upgrade", "Upgrade: h2c")},
 	}
 	for _, row := range rows {
 		t.Run(row.name, func(t *testing.T) {
@@ -91,7 +91,7 @@ func TestBadUpgradeRefused_S9(t *testing.T) {
 // TestServerSentEventsStream_S9: an event stream is passed on as it comes: the first event is
 // read while the console still holds the rest back.
 func TestServerSentEventsStream_S9(t *testing.T) {
-	d := startDoor(t)
+	d := startTestDoor(t)
 	t.Run("S9 SSE from alpha", func(t *testing.T) {
 		conn, _, resp := d.open(serveReq("GET", "/c/alpha/sse", "Accept: text/event-stream"))
 		defer conn.Close()
@@ -111,9 +111,7 @@ func TestServerSentEventsStream_S9(t *testing.T) {
 	})
 	t.Run("S9 SSE first event before the stream ends", func(t *testing.T) {
 		g := newGateConsole(t)
-		if _, err := d.srv.registry.Put(Console{ID: "gate", Addr: g.addr()}); err != nil {
-			t.Fatal(err)
-		}
+		d.setConsole("gate", g.addr())
 		conn, _, resp := d.open(serveReq("GET", "/c/gate/sse", "Accept: text/event-stream"))
 		defer conn.Close()
 		if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
@@ -137,7 +135,7 @@ func TestServerSentEventsStream_S9(t *testing.T) {
 // head that net/http still reads (up to its 4 KiB of slack) is refused by the door, with its
 // reason and log line; a larger one gets net/http's own bare 431 (README, "Choices").
 func TestHugeHeadersRefused_S9(t *testing.T) {
-	d := startDoor(t)
+	d := startTestDoor(t)
 	rows := []struct {
 		name  string
 		extra []string
@@ -193,7 +191,7 @@ func manyHeaders(n, size int) []string {
 // TestLargeBodyStreams_S9: a large body reaches the console intact, and the console starts
 // reading it before the caller has sent all of it.
 func TestLargeBodyStreams_S9(t *testing.T) {
-	d := startDoor(t)
+	d := startTestDoor(t)
 	body := bigBody(8 << 20)
 	t.Run("S9 8 MiB with Content-Length", func(t *testing.T) {
 		before := d.alpha.count()
@@ -221,10 +219,8 @@ func TestLargeBodyStreams_S9(t *testing.T) {
 	})
 	t.Run("S9 body not buffered", func(t *testing.T) {
 		g := newGateConsole(t)
-		if _, err := d.srv.registry.Put(Console{ID: "gate", Addr: g.addr()}); err != nil {
-			t.Fatal(err)
-		}
-		conn := d.dial(t)
+		d.setConsole("gate", g.addr())
+		conn := d.dial()
 		defer conn.Close()
 		head := serveReq("POST", "/c/gate/upload", fmt.Sprintf("Content-Length: %d", len(body)))
 		if _, err := io.WriteString(conn, crlf(head)+body[:1<<20]); err != nil {

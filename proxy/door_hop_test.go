@@ -1,4 +1,4 @@
-package supervisor
+package proxy
 
 import (
 	"net/http"
@@ -9,7 +9,7 @@ import (
 // TestAssertionHeadersRefused_S3: every spelling of either assertion header is refused before
 // anything is forwarded.
 func TestAssertionHeadersRefused_S3(t *testing.T) {
-	d := startDoor(t)
+	d := startTestDoor(t)
 	rows := []struct {
 		name  string
 		extra []string
@@ -51,7 +51,7 @@ func TestAssertionHeadersRefused_S3(t *testing.T) {
 
 // TestRequestTrailersNeverForwarded_S3: trailers a caller sends never reach the console.
 func TestRequestTrailersNeverForwarded_S3(t *testing.T) {
-	d := startDoor(t)
+	d := startTestDoor(t)
 	before := d.alpha.count()
 	req := serveReq("POST", "/c/alpha/upload", "Transfer-Encoding: chunked", "Trailer: X-Checksum") +
 		"5\r\nhello\r\n0\r\nX-Checksum: abc\r\n\r\n"
@@ -67,7 +67,7 @@ func TestRequestTrailersNeverForwarded_S3(t *testing.T) {
 // TestIdentityHeadersStripped_S4: every identity header family the caller wrote is removed, under
 // any spelling, and the hop's own X-Forwarded-* are what the console sees.
 func TestIdentityHeadersStripped_S4(t *testing.T) {
-	d := startDoor(t)
+	d := startTestDoor(t)
 	rows := []struct {
 		name   string
 		header string
@@ -126,7 +126,7 @@ func TestIdentityHeadersStripped_S4(t *testing.T) {
 
 // TestPipelinedRequestsJudgedEach_S3: a second request on the same connection is judged on its own.
 func TestPipelinedRequestsJudgedEach_S3(t *testing.T) {
-	d := startDoor(t)
+	d := startTestDoor(t)
 	before := d.alpha.count()
 	rs := d.rawMany(serveReq("GET", "/c/alpha/one")+serveReq("GET", "/c/alpha/two", "X_Phase_Console_Fleet_Login: mallory")+serveReq("GET", "/c/alpha/hooks/x"), 3)
 	if rs[0].status != 200 || rs[1].status != 400 || rs[1].reason != "assertion-sent" || rs[2].status != 403 || rs[2].reason != "hooks" {
@@ -143,7 +143,7 @@ func TestPipelinedRequestsJudgedEach_S3(t *testing.T) {
 // TestAssertionAndPrefix_S6: the hop sets both assertion headers, strips /c/<id>, sets Host to the
 // console's own address, and keeps the query.
 func TestAssertionAndPrefix_S6(t *testing.T) {
-	d := startDoor(t)
+	d := startTestDoor(t)
 	before := d.alpha.count()
 	s := d.wantForwarded(t, d.raw(serveReq("GET", "/c/alpha/a/b/?q=1&r=%2F")), before, alice, "/a/b/")
 	if s.RequestURI != "/a/b/?q=1&r=%2F" {

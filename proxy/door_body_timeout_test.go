@@ -1,4 +1,4 @@
-package supervisor
+package proxy
 
 import (
 	"bufio"
@@ -9,8 +9,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/phase-console/fleet/proxy"
 )
 
 // fakeClock is the hop's clock in these tests: its timers fire only when the test moves it on,
@@ -31,7 +29,7 @@ type fakeTimer struct {
 
 func newFakeClock() *fakeClock { return &fakeClock{armed: make(chan struct{}, 1)} }
 
-func (c *fakeClock) AfterFunc(d time.Duration, f func()) proxy.Timer {
+func (c *fakeClock) AfterFunc(d time.Duration, f func()) Timer {
 	t := &fakeTimer{c: c, f: f}
 	c.mu.Lock()
 	c.timers = append(c.timers, t)
@@ -171,8 +169,8 @@ func (c *trickleConsole) end(t *testing.T) trickleEnd {
 	return trickleEnd{}
 }
 
-func withClock(c *fakeClock) doorOption {
-	return func(cfg *Config) { cfg.AfterFunc = c.AfterFunc }
+func withClock(c *fakeClock) func(*Door) {
+	return func(d *Door) { d.Hop.AfterFunc = c.AfterFunc }
 }
 
 // TestStalledBodyCut_S9: a request body that sends nothing for 60 s (by the hop's clock) is cut
@@ -180,11 +178,9 @@ func withClock(c *fakeClock) doorOption {
 // fails), and the caller's connection closed.
 func TestStalledBodyCut_S9(t *testing.T) {
 	clk := newFakeClock()
-	d := startDoor(t, withClock(clk))
+	d := startTestDoor(t, withClock(clk))
 	slow := newTrickleConsole(t)
-	if _, err := d.srv.registry.Put(Console{ID: "slow", Addr: slow.ln.Addr().String()}); err != nil {
-		t.Fatal(err)
-	}
+	d.setConsole("slow", slow.ln.Addr().String())
 	for _, row := range []struct {
 		name  string
 		head  string
@@ -195,7 +191,7 @@ func TestStalledBodyCut_S9(t *testing.T) {
 	} {
 		t.Run(row.name, func(t *testing.T) {
 			logsBefore := len(d.logs.Events("fleet.rejected"))
-			conn := d.dial(t)
+			conn := d.dial()
 			defer conn.Close()
 			if _, err := io.WriteString(conn, crlf(row.head)+row.first); err != nil {
 				t.Fatal(err)
@@ -208,7 +204,7 @@ func TestStalledBodyCut_S9(t *testing.T) {
 				slow.wantByte(t, 'a')
 				clk.waitArmed(t)
 			}
-			clk.advance(proxy.BodyIdleTimeout)
+			clk.advance(BodyIdleTimeout)
 
 			br := bufio.NewReader(conn)
 			resp, err := http.ReadResponse(br, nil)
@@ -238,12 +234,10 @@ func TestStalledBodyCut_S9(t *testing.T) {
 // five bytes, 50 s apart by the hop's clock (250 s in all), reach the console whole.
 func TestSlowBodyNotCut_S9(t *testing.T) {
 	clk := newFakeClock()
-	d := startDoor(t, withClock(clk))
+	d := startTestDoor(t, withClock(clk))
 	slow := newTrickleConsole(t)
-	if _, err := d.srv.registry.Put(Console{ID: "slow", Addr: slow.ln.Addr().String()}); err != nil {
-		t.Fatal(err)
-	}
-	conn := d.dial(t)
+	d.setConsole("slow", slow.ln.Addr().String())
+	conn := d.dial()
 	defer conn.Close()
 	if _, err := io.WriteString(conn, crlf(serveReq("POST", "/c/slow/upload", "Transfer-Encoding: chunked"))); err != nil {
 		t.Fatal(err)
@@ -254,7 +248,7 @@ func TestSlowBodyNotCut_S9(t *testing.T) {
 			t.Fatal(err)
 		}
 		slow.wantByte(t, body[i])
-		clk.advance(proxy.BodyIdleTimeout * 5 / 6)
+		clk.advance(BodyIdleTimeout * 5 / 6)
 	}
 	if _, err := io.WriteString(conn, "0\r\n\r\n"); err != nil {
 		t.Fatal(err)

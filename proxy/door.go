@@ -1,0 +1,207 @@
+package proxy
+
+import (
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"strings"
+)
+
+// This file is the one judgement of a request at a fleet door (SPEC S3, S7, S9, S12 and the order
+// between them, with the door's own Host admission and caller verification plugged in), so that
+// every door runs the same checks in the same order and none keeps a copy of a rule.
+
+// A Door judges every request that reaches one of fleet's doors and forwards to a console only
+// what passed every check. It is an http.Handler; serve it with NewServer, whose limits it relies
+// on (MaxHeaderBytes). Every field marked required must be set before the first request: a Door
+// that lacks one refuses every request (500 internal), it never forwards.
+type Door struct {
+	// Hop forwards admitted requests to consoles. Required.
+	Hop *Hop
+	// Log receives one fleet.rejected line per refusal (SPEC S11). Required.
+	Log *slog.Logger
+	// Host is the door's own Host admission (the loopback door's S10, the reach door's R5).
+	// Required.
+	Host HostAdmitter
+	// Callers is the door's own verification of who is calling (the loopback door's S5, the
+	// reach door's paired devices). Asked only for /c/<id>/… requests that passed every other
+	// check. Required.
+	Callers CallerVerifier
+	// Consoles finds a console's loopback address by id. Required.
+	Consoles Consoles
+	// Token is the fleet token asserted on every hop (SPEC S6). Required.
+	Token TokenSource
+	// FromServe says the door sits behind Tailscale Serve, whose X-Forwarded-Proto names the
+	// scheme the caller used (S12's own origin, and X-Forwarded-Proto on the hop). Otherwise the
+	// scheme is that of the door's own connection.
+	FromServe bool
+	// Pages answers every request that is not for a console (its path's first segment is not
+	// "c") once it passed the checks every request passes. Nil: 404 not-found.
+	Pages http.Handler
+	// Refused, if not nil, is told of every refusal the Door writes, after it is written (the
+	// reach door counts failures with it, SPEC R6). It must not write to the response.
+	Refused func(r *http.Request, ref *Refusal)
+}
+
+// A HostAdmitter is a door's own Host admission: nil admits r, a Refusal (421 host) refuses it.
+type HostAdmitter interface {
+	AdmitHost(r *http.Request) *Refusal
+}
+
+// HostAdmitterFunc adapts a function to a HostAdmitter.
+type HostAdmitterFunc func(r *http.Request) *Refusal
+
+// AdmitHost calls f(r).
+func (f HostAdmitterFunc) AdmitHost(r *http.Request) *Refusal { return f(r) }
+
+// A Caller is who a door verified behind one request: the login the hop asserts and the address
+// it puts in X-Forwarded-For.
+type Caller struct {
+	Login string
+	IP    netip.Addr
+}
+
+// A CallerVerifier is a door's own verification of its caller. It returns the verified Caller, or
+// a Refusal (which the Door writes as it is). consoleID is the judged <id> of the request, for a
+// refusal that wants to name the console. Any error must be a Refusal: the Door forwards only a
+// Caller with a login and a valid address.
+type CallerVerifier interface {
+	VerifyCaller(r *http.Request, consoleID string) (Caller, *Refusal)
+}
+
+// Consoles finds where a console listens: its loopback address ("127.0.0.1:9001"), or false when
+// no console has that id.
+type Consoles interface {
+	Lookup(consoleID string) (addr string, ok bool)
+}
+
+// A TokenSource gives the fleet token that the hop asserts (SPEC S6). An error refuses the
+// request (503 no-token); *state.Token is one.
+type TokenSource interface {
+	Current() (string, error)
+}
+
+// ServeHTTP judges r in SPEC order, the first failing check answering:
+//
+//  1. S9: a request head over MaxHeaderBytes is 431 header-too-large;
+//  2. the door's Host admission (Host);
+//  3. S3: an assertion header, under any spelling, is 400 assertion-sent;
+//  4. S7, on a console path only: a path that is not canonical is 400 bad-path, a hooks path 403
+//     hooks — before the upgrade and Origin checks, so hooks answers whatever else r carries;
+//  5. S9: an upgrade other than WebSocket is 400 bad-upgrade;
+//  6. S12: an Origin that is not r's own origin is 403 cross-origin;
+//
+// then a request that is not for a console goes to Pages, "/c/<id>" is 308 to "/c/<id>/", and a
+// console request goes on:
+//
+//  7. CONNECT and TRACE are 405 method (one would tunnel past the hop, the other echo the assertion);
+//  8. the door's caller verification (Callers);
+//  9. an unknown console is 404 unknown-console;
+//  10. a token that cannot be read is 503 no-token;
+//
+// and only then is r forwarded by the Hop, to the path judged, as the verified caller.
+func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if d.Hop == nil || d.Log == nil || d.Host == nil || d.Callers == nil || d.Consoles == nil || d.Token == nil {
+		d.refuse(w, r, Refuse(http.StatusInternalServerError, "internal", "the door is not fully set up"))
+		return
+	}
+	if ref := checkHeaderSize(r); ref != nil { // S9
+		d.refuse(w, r, ref)
+		return
+	}
+	if ref := d.Host.AdmitHost(r); ref != nil { // the door's own: S10, R5
+		d.refuse(w, r, ref)
+		return
+	}
+	if ref := CheckNoAssertion(r); ref != nil { // S3
+		d.refuse(w, r, ref)
+		return
+	}
+	// S7: on a console path, bad-path and hooks answer before the upgrade and Origin checks
+	// (a hooks path is 403 hooks whatever else the request carries). The redirect of
+	// "/c/<id>" waits until the request has passed them.
+	isConsole := IsConsolePath(r.RequestURI)
+	var route Route
+	var redirect *Refusal
+	if isConsole {
+		var ref *Refusal
+		route, ref = JudgePath(r.RequestURI)
+		if ref != nil && ref.Status != http.StatusPermanentRedirect {
+			d.refuse(w, r, ref)
+			return
+		}
+		redirect = ref
+	}
+	if ref := CheckUpgrade(r); ref != nil { // S9
+		d.refuse(w, r, ref)
+		return
+	}
+	if len(r.Header["Origin"]) != 0 { // S12
+		if ref := CheckOrigin(r, RequestProto(r, d.FromServe)); ref != nil {
+			d.refuse(w, r, ref)
+			return
+		}
+	}
+	switch {
+	case !isConsole && d.Pages != nil:
+		d.Pages.ServeHTTP(w, r)
+	case !isConsole:
+		d.refuse(w, r, Refuse(http.StatusNotFound, "not-found", "no such page"))
+	case redirect != nil:
+		http.Redirect(w, r, redirect.Detail, http.StatusPermanentRedirect)
+	default:
+		d.serveConsole(w, r, route)
+	}
+}
+
+// serveConsole is /c/<id>/… with its path judged (S7): refuse the methods the hop cannot carry,
+// verify the caller, find the console and the token, hop.
+func (d *Door) serveConsole(w http.ResponseWriter, r *http.Request, route Route) {
+	if strings.EqualFold(r.Method, http.MethodConnect) || strings.EqualFold(r.Method, http.MethodTrace) {
+		// CONNECT would tunnel past the hop; TRACE would echo the assertion back to the caller.
+		d.refuse(w, r, Refuse(http.StatusMethodNotAllowed, "method", "CONNECT and TRACE are not served"))
+		return
+	}
+	who, ref := d.Callers.VerifyCaller(r, route.ID)
+	if ref != nil {
+		d.refuse(w, r, ref)
+		return
+	}
+	if who.Login == "" || !who.IP.IsValid() {
+		// Fail closed: a verifier that names nobody has verified nobody.
+		d.refuse(w, r, Refuse(http.StatusInternalServerError, "internal", "the door verified no caller"))
+		return
+	}
+	addr, ok := d.Consoles.Lookup(route.ID)
+	if !ok {
+		d.refuse(w, r, Refuse(http.StatusNotFound, "unknown-console", "no console is registered with that id"))
+		return
+	}
+	tok, err := d.Token.Current()
+	if err != nil {
+		d.refuse(w, r, Refuse(http.StatusServiceUnavailable, "no-token", "the fleet token file is unusable; see the supervisor's log"))
+		return
+	}
+	d.Hop.Forward(w, r, &Target{
+		ConsoleID: route.ID,
+		Addr:      addr,
+		Path:      route.Path,
+		Login:     who.Login,
+		Token:     tok,
+		ClientIP:  who.IP.String(),
+		Host:      r.Host,
+		Proto:     RequestProto(r, d.FromServe),
+	})
+}
+
+// refuse writes ref (one fleet.rejected line, SPEC S11) and tells Refused.
+func (d *Door) refuse(w http.ResponseWriter, r *http.Request, ref *Refusal) {
+	log := d.Log
+	if log == nil {
+		log = slog.Default() // only a Door that is not set up, which refuses everything
+	}
+	WriteRefusal(w, r, log, ref)
+	if d.Refused != nil {
+		d.Refused(r, ref)
+	}
+}

@@ -1,0 +1,252 @@
+package proxy
+
+// Hostile requests against a door's shared judgement: tricks an attacker would try to get an
+// assertion, an identity header or unjudged bytes past the hop, each a regression guard, raw
+// bytes over a real listener.
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// rtTry writes req on a fresh connection and reads up to n responses; it stops at the first read
+// error (a closed connection, or nothing more within wait) and returns what it read.
+func (d *testDoor) rtTry(req string, n int, wait time.Duration) ([]response, error) {
+	d.t.Helper()
+	conn, err := net.Dial("tcp", d.addr)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(wait))
+	if _, err := io.WriteString(conn, crlf(req)); err != nil {
+		return nil, err
+	}
+	br := bufio.NewReader(conn)
+	var out []response
+	for i := 0; i < n; i++ {
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			return out, err
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		out = append(out, response{status: resp.StatusCode, reason: resp.Header.Get("X-Fleet-Reason"), header: resp.Header, body: string(body)})
+	}
+	return out, nil
+}
+
+// rtSeen returns what alpha saw since before.
+func (d *testDoor) rtSeen(before int) []seen {
+	d.alpha.mu.Lock()
+	defer d.alpha.mu.Unlock()
+	return append([]seen(nil), d.alpha.reqs[before:]...)
+}
+
+// rtConsole is a console whose handler the test chooses; it records what reached it.
+type rtConsole struct {
+	mu   sync.Mutex
+	reqs []seen
+	addr string
+}
+
+func newRTConsole(t *testing.T, d *testDoor, id string, h func(w http.ResponseWriter, r *http.Request)) *rtConsole {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &rtConsole{addr: ln.Addr().String()}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		c.mu.Lock()
+		c.reqs = append(c.reqs, seen{Method: r.Method, Path: r.URL.Path, Host: r.Host, Header: r.Header.Clone(), Body: string(body)})
+		c.mu.Unlock()
+		h(w, r)
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	d.setConsole(id, c.addr)
+	return c
+}
+
+func (c *rtConsole) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.reqs)
+}
+
+// An obs-fold continuation line is joined into the previous header's value: the text of an
+// assertion header in it never becomes a header of its own on the hop.
+func TestObsFoldContinuation_S3(t *testing.T) {
+	d := startTestDoor(t)
+	for _, fold := range []string{" X-Phase-Console-Fleet: evil", "\tX-Phase-Console-Fleet-Login: mallory"} {
+		before := d.alpha.count()
+		rs, _ := d.rtTry(serveReq("GET", "/c/alpha/", "X-Foo: a", fold), 1, 3*time.Second)
+		for _, s := range d.rtSeen(before) {
+			if got := foldedValues(s.Header, "X-Phase-Console-Fleet"); len(got) != 1 || got[0] != d.token {
+				t.Errorf("%q: console saw bearer values %q", fold, got)
+			}
+			if got := foldedValues(s.Header, "X-Phase-Console-Fleet-Login"); len(got) != 1 || got[0] != alice {
+				t.Errorf("%q: console saw login values %q", fold, got)
+			}
+		}
+		if len(rs) == 1 && rs[0].status == 200 && d.alpha.count() != before+1 {
+			t.Errorf("%q: 200 without a forward", fold)
+		}
+	}
+}
+
+// Header lines that are not well-formed never reach a console: a space before the colon, a bare
+// CR, a NUL, a line without a colon, a header line starting with whitespace.
+func TestMalformedHeaderLines_S3(t *testing.T) {
+	d := startTestDoor(t)
+	for _, extra := range []string{
+		"X-Phase-Console-Fleet : evil",
+		"X-Foo: a\rX-Phase-Console-Fleet: evil",
+		"X-Foo: a\x00b",
+		"X-Phase-Console-Fleet-Login",
+		"X-Phase-Console-Fleet\t: evil",
+	} {
+		before := d.alpha.count()
+		rs, _ := d.rtTry(serveReq("GET", "/c/alpha/", extra), 1, 3*time.Second)
+		if d.alpha.count() != before {
+			t.Errorf("%q: forwarded to the console", extra)
+		}
+		if len(rs) == 1 && rs[0].status < 400 {
+			t.Errorf("%q: got %d", extra, rs[0].status)
+		}
+	}
+}
+
+// A console that answers an Upgrade with anything but 101 leaves the connection in HTTP: the next
+// pipelined request is judged on its own (an assertion in it is 400, hooks is 403).
+func TestPipelinedAfterRefusedUpgrade_S3(t *testing.T) {
+	d := startTestDoor(t)
+	c := newRTConsole(t, d, "refuser", func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "no websockets here", http.StatusForbidden)
+	})
+	up := serveReq("GET", "/c/refuser/ws", "Connection: Upgrade", "Upgrade: websocket", "Sec-WebSocket-Version: 13", wsKey)
+	rows := []struct {
+		name, next, reason string
+		status             int
+	}{
+		{"assertion", serveReq("GET", "/c/refuser/", "X-Phase-Console-Fleet: evil"), "assertion-sent", 400},
+		{"hooks", serveReq("POST", "/c/refuser/hooks/permission-request"), "hooks", 403},
+		{"foreign origin", serveReq("GET", "/c/refuser/", "Origin: https://evil.example"), "cross-origin", 403},
+	}
+	for _, row := range rows {
+		t.Run(row.name, func(t *testing.T) {
+			before := c.count()
+			rs, err := d.rtTry(up+row.next, 2, 5*time.Second)
+			if len(rs) != 2 {
+				t.Fatalf("got %d responses (%v)", len(rs), err)
+			}
+			if rs[0].status != 403 || rs[0].reason != "" {
+				t.Errorf("upgrade: got %d %q, want the console's own 403", rs[0].status, rs[0].reason)
+			}
+			if rs[1].status != row.status || rs[1].reason != row.reason {
+				t.Errorf("pipelined: got %d %q, want %d %q", rs[1].status, rs[1].reason, row.status, row.reason)
+			}
+			if n := c.count() - before; n != 1 {
+				t.Errorf("console saw %d requests, want 1 (the upgrade)", n)
+			}
+		})
+	}
+}
+
+// A console that "switches" to another protocol than asked is a 502, and the connection stays in
+// HTTP: nothing the caller sends next is spliced through unjudged.
+func TestBadSwitchIsNotSpliced_S9(t *testing.T) {
+	d := startTestDoor(t)
+	c := newRTConsole(t, d, "switcher", func(w http.ResponseWriter, r *http.Request) {
+		conn, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n\r\n")
+		brw.Flush()
+		io.Copy(io.Discard, brw)
+	})
+	for _, up := range []string{
+		serveReq("GET", "/c/switcher/ws", "Connection: Upgrade", "Upgrade: websocket", "Sec-WebSocket-Version: 13", wsKey),
+		serveReq("GET", "/c/switcher/plain"), // a 101 to a request that asked for no upgrade
+	} {
+		before := c.count()
+		rs, err := d.rtTry(up+serveReq("GET", "/c/switcher/hooks"), 2, 5*time.Second)
+		if len(rs) == 0 || rs[0].status != http.StatusBadGateway {
+			t.Fatalf("got %v (%v), want 502 first", rs, err)
+		}
+		if len(rs) == 2 && (rs[1].status != 403 || rs[1].reason != "hooks") {
+			t.Errorf("pipelined hooks: got %d %q", rs[1].status, rs[1].reason)
+		}
+		if n := c.count() - before; n != 1 {
+			t.Errorf("console saw %d requests, want 1", n)
+		}
+	}
+}
+
+// HTTP/1.0 keep-alive: every request on the connection is judged.
+func TestHTTP10KeepAlive_S3(t *testing.T) {
+	d := startTestDoor(t)
+	first := strings.Replace(serveReq("GET", "/c/alpha/", "Connection: keep-alive"), "HTTP/1.1", "HTTP/1.0", 1)
+	second := strings.Replace(serveReq("GET", "/c/alpha/", "X-Phase-Console-Fleet-Login: mallory"), "HTTP/1.1", "HTTP/1.0", 1)
+	before := d.alpha.count()
+	rs, _ := d.rtTry(first+second, 2, 3*time.Second)
+	if len(rs) == 2 && (rs[1].status != 400 || rs[1].reason != "assertion-sent") {
+		t.Errorf("second request: %d %q", rs[1].status, rs[1].reason)
+	}
+	if n := d.alpha.count() - before; n > 1 {
+		t.Errorf("console saw %d requests", n)
+	}
+	for _, s := range d.rtSeen(before) {
+		if got := foldedValues(s.Header, "X-Phase-Console-Fleet-Login"); len(got) != 1 || got[0] != alice {
+			t.Errorf("console saw logins %q", got)
+		}
+	}
+}
+
+// S6: the caller's Connection line cannot delete what the hop sets.
+func TestConnectionCannotDeleteHopHeaders_S6(t *testing.T) {
+	d := startTestDoor(t)
+	before := d.alpha.count()
+	r := d.raw(serveReq("GET", "/c/alpha/x",
+		"Connection: keep-alive, X-Forwarded-For, X-Forwarded-Prefix, X-Forwarded-Host, X-Forwarded-Proto, Host"))
+	s := d.wantForwarded(t, r, before, alice, "/x")
+	want := map[string]string{"X-Forwarded-For": aliceIP, "X-Forwarded-Prefix": "/c/alpha", "X-Forwarded-Host": tsName, "X-Forwarded-Proto": "https"}
+	for k, v := range want {
+		if got := s.Header.Values(k); len(got) != 1 || got[0] != v {
+			t.Errorf("console saw %s %q, want %q", k, got, v)
+		}
+	}
+}
+
+// S4: identity families under spellings a framework might read (CGI-style underscores, dots,
+// upper case) never reach a console.
+func TestIdentityFamiliesOddSpellings_S4(t *testing.T) {
+	d := startTestDoor(t)
+	names := []string{"REMOTE_USER", "Remote.User", "X.Webauth.User", "CF_ACCESS_JWT_ASSERTION",
+		"Teleport_Jwt_Assertion", "x_forwarded_user", "X_FORWARDED_EMAIL", "Tailscale.User.Login",
+		"tailscale_user_name", "X_Real_Ip", "x_auth_request_email", "X-Pomerium_Claim-Email",
+		"FORWARDED", "Proxy_Authorization", "authorization"}
+	var extra []string
+	for _, n := range names {
+		extra = append(extra, n+": mallory")
+	}
+	before := d.alpha.count()
+	s := d.wantForwarded(t, d.raw(serveReq("GET", "/c/alpha/x", extra...)), before, alice, "/x")
+	for k, vv := range s.Header {
+		for _, v := range vv {
+			if strings.Contains(v, "mallory") {
+				t.Errorf("console saw %s: %s", k, v)
+			}
+		}
+	}
+}

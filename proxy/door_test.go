@@ -1,0 +1,177 @@
+package proxy
+
+import (
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// TestDoorOrder_S3_S7_S9_S12: when a request fails several checks, the first in SPEC order
+// answers, and the door's caller verification is asked only once every earlier check passed.
+func TestDoorOrder_S3_S7_S9_S12(t *testing.T) {
+	d := startTestDoor(t)
+	big := "X-Big: " + strings.Repeat("a", 65<<10)
+	ws := []string{"Connection: Upgrade", "Upgrade: websocket", wsKey}
+	rows := []struct {
+		name   string
+		req    string
+		status int
+		reason string
+	}{
+		{"S9 size before Host", strings.Replace(serveReq("GET", "/c/alpha/x", big), "Host: "+tsName, "Host: evil.example", 1), 431, "header-too-large"},
+		{"Host before S3", strings.Replace(serveReq("GET", "/c/alpha/x", "X-Phase-Console-Fleet: x"), "Host: "+tsName, "Host: evil.example", 1), 421, "host"},
+		{"S3 before bad-path", serveReq("GET", "/c/alpha/%2e%2e/x", "X-Phase-Console-Fleet-Login: x"), 400, "assertion-sent"},
+		{"S3 before hooks", serveReq("GET", "/c/alpha/hooks/x", "X_Phase_Console_Fleet: x"), 400, "assertion-sent"},
+		{"S7 bad-path before upgrade", serveReq("GET", "/c/alpha//x", "Connection: Upgrade", "Upgrade: h2c"), 400, "bad-path"},
+		{"S7 hooks before upgrade", serveReq("GET", "/c/alpha/hooks", "Connection: Upgrade", "Upgrade: h2c"), 403, "hooks"},
+		{"S7 hooks before Origin", serveReq("POST", "/c/alpha/Hooks/permission-request", "Origin: https://evil.example"), 403, "hooks"},
+		{"S7 hooks before CONNECT/TRACE", serveReq("TRACE", "/c/alpha/hooks/"), 403, "hooks"},
+		{"S9 upgrade before Origin", serveReq("GET", "/c/alpha/x", "Connection: Upgrade", "Upgrade: h2c", "Origin: https://evil.example"), 400, "bad-upgrade"},
+		{"S12 Origin before redirect", serveReq("GET", "/c/alpha", "Origin: https://evil.example"), 403, "cross-origin"},
+		{"S12 Origin on an upgrade", serveReq("GET", "/c/alpha/ws", append(ws, "Origin: null")...), 403, "cross-origin"},
+		{"S12 Origin before CONNECT/TRACE", serveReq("TRACE", "/c/alpha/x", "Origin: https://evil.example"), 403, "cross-origin"},
+		{"S12 Origin on a door's own page", serveReq("GET", "/", "Origin: https://evil.example"), 403, "cross-origin"},
+		{"TRACE before the caller", serveReq("TRACE", "/c/alpha/x"), 405, "method"},
+		{"trace lower case", serveReq("trace", "/c/alpha/x"), 405, "method"},
+		{"CONNECT to a console path", serveReq("CONNECT", "/c/alpha/x"), 405, "method"},
+		{"unknown console after the caller", serveReq("GET", "/c/nosuch/x"), 404, "unknown-console"},
+		{"no page", serveReq("GET", "/elsewhere"), 404, "not-found"},
+	}
+	for _, row := range rows {
+		t.Run(row.name, func(t *testing.T) {
+			asked := d.own.asked.Load()
+			d.wantRejected(t, row.req, row.status, row.reason)
+			got := d.own.asked.Load() - asked
+			wantAsked := int64(0)
+			if row.reason == "unknown-console" {
+				wantAsked = 1
+			}
+			if got != wantAsked {
+				t.Errorf("the caller verification was asked %d time(s), want %d", got, wantAsked)
+			}
+		})
+	}
+	t.Run("308 to the console's root, after every check, before the caller", func(t *testing.T) {
+		asked := d.own.asked.Load()
+		r := d.raw(serveReq("GET", "/C/Alpha"))
+		if r.status != http.StatusPermanentRedirect || r.header.Get("Location") != "/c/alpha/" {
+			t.Errorf("got %d Location %q, want 308 /c/alpha/", r.status, r.header.Get("Location"))
+		}
+		if d.own.asked.Load() != asked {
+			t.Error("the redirect asked the caller verification")
+		}
+	})
+}
+
+// TestDoorCallerRefusal_S5: the door's own refusal of a caller is written as it is, and nothing
+// is forwarded; the token is then not even read.
+func TestDoorCallerRefusal_S5(t *testing.T) {
+	d := startTestDoor(t)
+	d.own.refuse.Store(Refuse(http.StatusUnauthorized, "unverified", "not a tailnet user"))
+	d.own.tokErr.Store(true)
+	d.wantRejected(t, serveReq("GET", "/c/alpha/x"), http.StatusUnauthorized, "unverified")
+}
+
+// TestDoorTokenUnusable_S6: a token that cannot be read refuses (503 no-token); nothing is
+// forwarded without it.
+func TestDoorTokenUnusable_S6(t *testing.T) {
+	d := startTestDoor(t)
+	d.own.tokErr.Store(true)
+	d.wantRejected(t, serveReq("GET", "/c/alpha/x"), http.StatusServiceUnavailable, "no-token")
+}
+
+// nobody is a CallerVerifier that "verifies" without naming anyone: a bug in a door.
+type nobody struct{ c Caller }
+
+func (n nobody) VerifyCaller(*http.Request, string) (Caller, *Refusal) { return n.c, nil }
+
+// TestDoorFailsClosed: a Door that lacks any of what a door must supply refuses everything
+// (500 internal), and a verifier that names no login or no address is never forwarded.
+func TestDoorFailsClosed(t *testing.T) {
+	unset := map[string]func(*Door){
+		"no Hop":      func(d *Door) { d.Hop = nil },
+		"no Host":     func(d *Door) { d.Host = nil },
+		"no Callers":  func(d *Door) { d.Callers = nil },
+		"no Consoles": func(d *Door) { d.Consoles = nil },
+		"no Token":    func(d *Door) { d.Token = nil },
+		"no login":    func(d *Door) { d.Callers = nobody{Caller{IP: netip.MustParseAddr(aliceIP)}} },
+		"no address":  func(d *Door) { d.Callers = nobody{Caller{Login: alice}} },
+	}
+	for name, f := range unset {
+		t.Run(name, func(t *testing.T) {
+			d := startTestDoor(t, f)
+			d.wantRejected(t, serveReq("GET", "/c/alpha/x"), http.StatusInternalServerError, "internal")
+		})
+	}
+	t.Run("no Log", func(t *testing.T) {
+		d := startTestDoor(t, func(d *Door) { d.Log = nil })
+		before := d.alpha.count()
+		r := d.raw(serveReq("GET", "/c/alpha/x"))
+		if r.status != http.StatusInternalServerError || r.reason != "internal" || d.alpha.count() != before {
+			t.Errorf("got %d %q, console saw %d", r.status, r.reason, d.alpha.count()-before)
+		}
+	})
+}
+
+// TestDoorRefusedHook_R6: Refused is told of every refusal the Door writes, with its reason
+// (the reach door counts failures with it), and of nothing that was forwarded.
+func TestDoorRefusedHook_R6(t *testing.T) {
+	var mu sync.Mutex
+	var reasons []string
+	d := startTestDoor(t, func(d *Door) {
+		d.Refused = func(r *http.Request, ref *Refusal) {
+			mu.Lock()
+			reasons = append(reasons, ref.Reason)
+			mu.Unlock()
+		}
+	})
+	d.raw(serveReq("GET", "/c/alpha/x"))
+	d.raw(serveReq("GET", "/c/alpha/x", "X-Phase-Console-Fleet: x"))
+	d.raw(serveReq("GET", "/c/alpha/hooks"))
+	d.raw(serveReq("GET", "/c/alpha/%2F"))
+	d.raw(serveReq("GET", "/c/alpha/", "Origin: https://evil.example"))
+	mu.Lock()
+	defer mu.Unlock()
+	if got := strings.Join(reasons, " "); got != "assertion-sent hooks bad-path cross-origin" {
+		t.Errorf("Refused was told %q", got)
+	}
+}
+
+// TestDoorPages: a request that is not for a console goes to the door's own pages, after the
+// checks every request passes, and never to the hop.
+func TestDoorPages(t *testing.T) {
+	d := startTestDoor(t, func(d *Door) {
+		d.Pages = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("X-Page", r.URL.Path)
+		})
+	})
+	for _, p := range []string{"/", "/fleet/v1/consoles", "/cc/alpha/", "/ca.crt"} {
+		before := d.alpha.count()
+		r := d.raw(serveReq("GET", p))
+		if r.status != http.StatusOK || r.header.Get("X-Page") != p || d.alpha.count() != before {
+			t.Errorf("%s: got %d page %q, console saw %d", p, r.status, r.header.Get("X-Page"), d.alpha.count()-before)
+		}
+	}
+	d.wantRejected(t, serveReq("GET", "/", "X-Phase-Console-Fleet: x"), http.StatusBadRequest, "assertion-sent")
+}
+
+// TestConsoleDownMarked_S8: a forward that finds no console answering is 502 console-down, and
+// the door is told which console is down.
+func TestConsoleDownMarked_S8(t *testing.T) {
+	d := startTestDoor(t)
+	gone := newEchoConsole(t)
+	addr := gone.addr()
+	gone.ln.Close()
+	d.setConsole("gone", addr)
+	r := d.raw(serveReq("GET", "/c/gone/x"))
+	if r.status != http.StatusBadGateway || r.reason != "console-down" {
+		t.Errorf("got %d %q, want 502 console-down", r.status, r.reason)
+	}
+	d.own.mu.Lock()
+	defer d.own.mu.Unlock()
+	if len(d.own.down) != 1 || d.own.down[0] != "gone" {
+		t.Errorf("marked down: %q", d.own.down)
+	}
+}

@@ -1,0 +1,87 @@
+package supervisor
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/phase-console/fleet/contract"
+	"github.com/phase-console/fleet/proxy"
+)
+
+// This file plugs the loopback door's own rules into the judgement that every door shares
+// (proxy.Door): Host admission (S10, host.go), who is calling (S5, identity.go), the registry
+// (S8), and the door's own pages (the API and the index). The order of the checks, and every
+// rule of the hop, are package proxy's.
+
+func (s *Server) newDoor() *proxy.Door {
+	return &proxy.Door{
+		Hop:       s.hop,
+		Log:       s.log,
+		Host:      proxy.HostAdmitterFunc(s.admitHost),
+		Callers:   tailnetCallers{s},
+		Consoles:  registryConsoles{s.registry},
+		Token:     s.token,
+		FromServe: true, // published by Tailscale Serve (S2)
+		Pages:     http.HandlerFunc(s.servePage),
+	}
+}
+
+// servePage is every request that is not for a console, after the checks every request passes.
+func (s *Server) servePage(w http.ResponseWriter, r *http.Request) {
+	rawPath, _, _ := strings.Cut(r.RequestURI, "?")
+	switch {
+	case strings.HasPrefix(rawPath, "/fleet/"):
+		s.serveAPI(w, r, rawPath)
+	case rawPath == "/":
+		s.serveIndex(w, r)
+	default:
+		proxy.WriteRefusal(w, r, s.log, proxy.Refuse(http.StatusNotFound, "not-found", "no such page"))
+	}
+}
+
+// tailnetCallers is S5 as the door's caller verification; a caller on this machine is told
+// where to go instead.
+type tailnetCallers struct{ s *Server }
+
+func (c tailnetCallers) VerifyCaller(r *http.Request, consoleID string) (proxy.Caller, *proxy.Refusal) {
+	who, ref := c.s.verifier.verify(r)
+	if ref != nil {
+		return proxy.Caller{}, c.s.hintLocalCaller(r, ref, consoleID)
+	}
+	return proxy.Caller{Login: who.login, IP: who.ip}, nil
+}
+
+// registryConsoles is the registry as the door's console lookup.
+type registryConsoles struct{ r *Registry }
+
+func (c registryConsoles) Lookup(id string) (string, bool) {
+	con, ok := c.r.Get(id)
+	return con.Addr, ok
+}
+
+// hintLocalCaller adds to a refusal of a caller on this machine (not tailscaled) where to go
+// instead: the console's own loopback address, which this machine's user can open directly.
+func (s *Server) hintLocalCaller(r *http.Request, ref *proxy.Refusal, consoleID string) *proxy.Refusal {
+	f, _ := r.Context().Value(connFactsKey{}).(*connFacts)
+	if f == nil || !f.localCaller {
+		return ref
+	}
+	hint := "On this machine, open a console directly at its own address: 'fleet consoles' lists them."
+	if c, ok := s.registry.Get(consoleID); ok {
+		hint = fmt.Sprintf("On this machine, open the console directly: http://%s/", c.Addr)
+	}
+	return proxy.Refuse(ref.Status, ref.Reason, ref.Detail+". "+hint)
+}
+
+// throughServe reports whether a request looks like it came through Tailscale Serve: it carries
+// X-Forwarded-For or any Tailscale-* header (SPEC S8).
+func throughServe(r *http.Request) bool {
+	for name := range r.Header {
+		f := contract.FoldName(name)
+		if strings.HasPrefix(f, "tailscale-") || strings.HasPrefix(f, "x-forwarded-") || f == "forwarded" || f == "x-real-ip" {
+			return true
+		}
+	}
+	return false
+}
