@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/phase-console/fleet/contract"
 	"github.com/phase-console/fleet/internal/testlog"
 )
 
@@ -445,10 +446,10 @@ func (d *testDoor) wantForwarded(t *testing.T, r response, before int, login, pa
 		t.Fatalf("the console saw %d new requests, want 1", n-before)
 	}
 	s, _ := d.alpha.last()
-	if got := s.Header.Values(HeaderFleetLogin); len(got) != 1 || got[0] != login {
+	if got := s.Header.Values(contract.HeaderFleetLogin); len(got) != 1 || got[0] != login {
 		t.Errorf("console saw login %q, want %q", got, login)
 	}
-	if got := s.Header.Values(HeaderFleet); len(got) != 1 || got[0] != d.token {
+	if got := s.Header.Values(contract.HeaderFleet); len(got) != 1 || got[0] != d.token {
 		t.Errorf("console saw %d fleet token header(s), or not the token", len(got))
 	}
 	if s.Path != path {

@@ -8,13 +8,6 @@ import (
 	"github.com/phase-console/fleet/contract"
 )
 
-// The assertion headers (contract.HeaderFleet, contract.HeaderFleetLogin), named here too for
-// the hop that writes them.
-const (
-	HeaderFleet      = contract.HeaderFleet
-	HeaderFleetLogin = contract.HeaderFleetLogin
-)
-
 // identityPrefixes and identityNames are the header families that a caller may use to claim an
 // identity (SPEC S4), folded, by the folded name's first byte (so that a name is compared with a
 // few of them only). A name is removed when it equals one of identityNames or starts with one of

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/phase-console/fleet/contract"
 	"github.com/phase-console/fleet/internal/peercred"
 )
 
@@ -187,8 +188,8 @@ func (h *Hop) rewrite(pr *httputil.ProxyRequest) {
 	out.Header["X-Forwarded-Host"] = v[1:2:2]
 	out.Header["X-Forwarded-Proto"] = v[2:3:3]
 	out.Header["X-Forwarded-Prefix"] = v[3:4:4]
-	out.Header[HeaderFleet] = v[4:5:5]
-	out.Header[HeaderFleetLogin] = v[5:6:6]
+	out.Header[contract.HeaderFleet] = v[4:5:5]
+	out.Header[contract.HeaderFleetLogin] = v[5:6:6]
 }
 
 func (h *Hop) consoleDown(w http.ResponseWriter, r *http.Request, err error) {
@@ -221,7 +222,7 @@ func (h *Hop) consoleDown(w http.ResponseWriter, r *http.Request, err error) {
 	if h.onDown != nil && id != "" {
 		h.onDown(id)
 	}
-	h.log.Warn("fleet.console-down", "console", id, "method", r.Method, "path", LogPath(r), "peer", r.RemoteAddr, "error", err.Error())
+	h.log.Warn("fleet.console-down", "console", id, "method", r.Method, "path", contract.LogPath(r), "peer", r.RemoteAddr, "error", err.Error())
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Fleet-Reason", "console-down")

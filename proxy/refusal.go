@@ -65,6 +65,3 @@ func WriteRefusal(w http.ResponseWriter, r *http.Request, log *slog.Logger, ref 
 		ref.Status, html.EscapeString(ref.Reason), ref.Status, html.EscapeString(ref.Reason),
 		html.EscapeString(ref.Detail))
 }
-
-// LogPath is the request's path for a log line: contract.LogPath (never the query).
-func LogPath(r *http.Request) string { return contract.LogPath(r) }

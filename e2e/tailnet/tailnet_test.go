@@ -35,7 +35,6 @@ import (
 	"github.com/phase-console/fleet/contract"
 	"github.com/phase-console/fleet/doctor"
 	"github.com/phase-console/fleet/internal/supervisortest"
-	"github.com/phase-console/fleet/proxy"
 	"github.com/phase-console/fleet/supervisor"
 )
 
@@ -398,10 +397,10 @@ func (f *fixture) forwarded(t *testing.T, resp *http.Response, path, login strin
 		t.Fatalf("%s: the console saw it %d times, want once", path, len(got))
 	}
 	s := got[0]
-	if v := s.header.Values(proxy.HeaderFleetLogin); len(v) != 1 || v[0] != login {
-		t.Errorf("%s: %s = %q, want [%q]", path, proxy.HeaderFleetLogin, v, login)
+	if v := s.header.Values(contract.HeaderFleetLogin); len(v) != 1 || v[0] != login {
+		t.Errorf("%s: %s = %q, want [%q]", path, contract.HeaderFleetLogin, v, login)
 	}
-	if v := s.header.Values(proxy.HeaderFleet); len(v) != 1 || v[0] == "" {
+	if v := s.header.Values(contract.HeaderFleet); len(v) != 1 || v[0] == "" {
 		t.Errorf("%s: the fleet token was not asserted", path)
 	}
 	if v := s.header.Values("X-Forwarded-For"); len(v) != 1 || v[0] != ip.String() {
@@ -600,7 +599,7 @@ func TestTailnet(t *testing.T) {
 		if st, reason := raw(path, false); st != http.StatusOK {
 			t.Fatalf("control connection: %d %q, want 200", st, reason)
 		}
-		if got := f.console.at(strings.TrimPrefix(path, "/c/alpha")); len(got) != 1 || got[0].header.Get(proxy.HeaderFleetLogin) != f.alice.login {
+		if got := f.console.at(strings.TrimPrefix(path, "/c/alpha")); len(got) != 1 || got[0].header.Get(contract.HeaderFleetLogin) != f.alice.login {
 			t.Fatalf("control: the console saw %v", got)
 		}
 	})
@@ -639,7 +638,7 @@ func TestTailnet(t *testing.T) {
 			t.Errorf("alice through the raw forward, claiming bob: %d %q, want 401 tcp-forwardable", st, reason)
 		}
 		if got := f.console.at(strings.TrimPrefix(path, "/c/alpha")); len(got) != 0 {
-			t.Fatalf("the console was told the caller is %q: a forged X-Forwarded-For through a raw forward got in", got[0].header.Get(proxy.HeaderFleetLogin))
+			t.Fatalf("the console was told the caller is %q: a forged X-Forwarded-For through a raw forward got in", got[0].header.Get(contract.HeaderFleetLogin))
 		}
 
 		// The forward removed: Serve's requests are served again (within the poll interval).
