@@ -27,14 +27,18 @@ func TestHelpCommand(t *testing.T) {
 // spelling, never -name; a bad flag is one stderr line that spells it --name.
 func TestHelpSpellsDoubleDash(t *testing.T) {
 	for name := range commands {
-		if name == "token" {
-			continue // its help is the subcommand list; 'token rotate' is below
+		if name == "token" || name == "reach" {
+			continue // their help is the subcommand list; the subcommands are below
 		}
 		_, out, _ := runFleet(name, "--help")
 		checkDoubleDash(t, name, out)
 	}
 	_, out, _ := runFleet("token", "rotate", "--help")
 	checkDoubleDash(t, "token rotate", out)
+	for name := range reachCommands {
+		_, out, _ := runFleet("reach", name, "--help")
+		checkDoubleDash(t, "reach "+name, out)
+	}
 	if _, out, _ := runFleet("serve", "--help"); !strings.Contains(out, "--port N") || !strings.Contains(out, "--state-dir DIR") {
 		t.Errorf("serve --help:\n%s", out)
 	}
