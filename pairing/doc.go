@@ -20,3 +20,8 @@
 // credential in clear at rest — only their SHA-256 is stored, and only the scrypt hash of the
 // password.
 package pairing
+
+// CookieName is the name of a paired device's credential cookie on the direct-reach door. The
+// __Host- prefix makes a browser keep it only when it was set Secure, with Path=/ and no Domain,
+// so nothing but the door's own origin can set or read it.
+const CookieName = "__Host-fleet-device"
