@@ -133,7 +133,7 @@ type HandlerConfig struct {
 //
 // and 404 or 405 to anything else (logged, but not counted as failures: SPEC R6 counts wrong
 // credentials and refused requests, not a mistyped path). Every answer carries ContentSecurityPolicy, nosniff,
-// no-referrer, no framing and no-store.
+// Referrer-Policy same-origin, no framing and no-store.
 //
 // The POST is judged in this order, and the first refusal ends it:
 //
@@ -201,7 +201,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd := w.Header()
 	hd.Set("Content-Security-Policy", ContentSecurityPolicy)
 	hd.Set("X-Content-Type-Options", "nosniff")
-	hd.Set("Referrer-Policy", "no-referrer")
+	// same-origin, not no-referrer: under no-referrer a browser sends "Origin: null" with the
+	// form's POST, which the Origin check must refuse. Nothing leaks either way: the page links
+	// to no other site, and a #fragment is never part of a Referer.
+	hd.Set("Referrer-Policy", "same-origin")
 	hd.Set("X-Frame-Options", "DENY")
 	hd.Set("Cache-Control", "no-store")
 	p := r.URL.Path

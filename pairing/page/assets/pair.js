@@ -6,7 +6,13 @@
   if (!h || h.length < 2) {
     return;
   }
-  var code = decodeURIComponent(h.slice(1)).replace(/[^A-Za-z -]/g, "").slice(0, 32);
+  var code = "";
+  try {
+    code = decodeURIComponent(h.slice(1));
+  } catch (e) {
+    code = h.slice(1); // a stray % sign: keep the letters as they are
+  }
+  code = code.replace(/[^A-Za-z -]/g, "").slice(0, 32);
   if (window.history && window.history.replaceState) {
     window.history.replaceState(null, "", window.location.pathname);
   }
