@@ -15,10 +15,14 @@
 // exactly once even when raced from two processes, and a [Register] in `fleet serve` sees a
 // revocation made by another process at its next [Register.Refresh] (one stat).
 //
-// What it must never do: know anything of the tailnet, the supervisor or HTTP (the door and its
-// handlers build on it); log or return a secret in an error; keep a pairing code or a device
-// credential in clear at rest — only their SHA-256 is stored, and only the scrypt hash of the
-// password.
+// It also serves the pairing page (NewHandler: GET and POST /pair and the page's own assets),
+// which the direct-reach door mounts for callers that are not paired yet (SPEC R7); the door
+// judges everything else — Host, the limiter, TLS, /ca.crt — before a request gets there.
+//
+// What it must never do: know anything of the tailnet, the supervisor or the proxy (the door
+// builds on it); log, show or return a secret (code, password, credential) in an error, a page or
+// a log line; keep a pairing code or a device credential in clear at rest — only their SHA-256
+// is stored, and only the scrypt hash of the password.
 package pairing
 
 // CookieName is the name of a paired device's credential cookie on the direct-reach door. The

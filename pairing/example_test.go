@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/phase-console/fleet/pairing"
@@ -43,4 +44,25 @@ func Example_pairingPOST() {
 	}
 	_ = credential // the cookie's value: Secure; HttpOnly; SameSite=Strict
 	fmt.Println("asserted as", d.Login())
+}
+
+// How the direct-reach door mounts the pairing page for callers that are not paired: the page,
+// its assets and the POST go to the handler; /ca.crt and everything else are the door's.
+func ExampleNewHandler() {
+	dir := "/home/ann/.local/state/phase-console/fleet/reach"
+	reg, err := pairing.OpenRegister(dir)
+	if err != nil {
+		return
+	}
+	page := pairing.NewHandler(pairing.HandlerConfig{
+		Dir:         dir,
+		Register:    reg,
+		Fingerprint: "AB12 CD34 …", // ca.Authority.Fingerprint()
+		Origin:      "https://192.168.1.20:7443",
+		OnFailure:   func(r *http.Request) { /* count r's TCP peer for the limiter (R6) */ },
+	})
+	mux := http.NewServeMux()
+	mux.Handle(pairing.PairPath, page)
+	mux.Handle(pairing.AssetsPrefix, page)
+	_ = mux
 }

@@ -1,0 +1,393 @@
+package pairing
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"html"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"mime"
+	"net/http"
+	"net/url"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/phase-console/fleet/contract"
+)
+
+// The pairing page's paths on the direct-reach door (SPEC R7): the door hands these, and only
+// these, to the Handler NewHandler makes.
+const (
+	PairPath     = "/pair"         // GET: the page; POST: pair
+	AssetsPrefix = "/pair/assets/" // GET: the page's own script and style sheet
+)
+
+// MaxFormBytes bounds the body of the pairing POST. The form is three short fields; anything
+// longer is refused 413 before a byte of it is judged.
+const MaxFormBytes = 4 << 10
+
+// CookieMaxAge is how long a device's credential cookie lives in its browser: 400 days, the
+// longest browsers keep a cookie (RFC 6265bis). Revocation, not expiry, is what ends a device.
+const CookieMaxAge = 400 * 24 * time.Hour
+
+// ContentSecurityPolicy is sent with every answer of the Handler: the page's script and style
+// come from the door itself and never inline, the form posts only to the door, and no other
+// site may frame it.
+const ContentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; " +
+	"connect-src 'none'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+
+// EventPaired is the event name of the log line written for each device paired.
+const EventPaired = "fleet.paired"
+
+// eventRejected is the event of every refusal's log line (SPEC S11), as proxy.EventRejected.
+// Not imported: pairing stays below the proxy in the import graph, so the door's code may use both.
+const eventRejected = "fleet.rejected"
+
+// Reason words of the pairing refusals in the log. The answer itself never says which of code
+// and password was wrong: see Handler.
+const (
+	ReasonCode     = "pairing-code"        // no such code, or expired, used or burned
+	ReasonPassword = "pairing-password"    // a live code, a wrong password
+	ReasonForm     = "pairing-form"        // not a well-formed form
+	ReasonTooLarge = "body-too-large"      // a form over MaxFormBytes
+	ReasonDown     = "pairing-unavailable" // the machine could not judge or register (its files, no password)
+	ReasonOrigin   = "cross-origin"        // SPEC S12
+	reasonPageWord = "pairing"             // X-Fleet-Reason of every code or password refusal alike
+)
+
+// What the page says when pairing fails. A wrong code and a wrong password read the same; only a
+// code that was real but is no longer usable is told apart, so that its holder knows to make a
+// new one instead of retyping the password.
+const (
+	msgWrong   = "The code or the password is wrong."
+	msgDead    = "This code can no longer be used: it has expired, been used, or met too many wrong passwords. Make a new one on the machine with fleet reach pair."
+	msgNoPW    = "Pairing is not set up on the machine yet: set a pairing password there with fleet reach password, then try again."
+	msgDown    = "The machine could not complete the pairing; its log says why. Nothing was paired."
+	msgNotKept = "The code was used but the device could not be registered; the machine's log says why. Make a new code with fleet reach pair."
+)
+
+//go:embed page/page.html page/assets
+var pageFiles embed.FS
+
+var pageTemplate = template.Must(template.ParseFS(pageFiles, "page/page.html"))
+
+// An asset is one file of page/assets, served under AssetsPrefix.
+type asset struct {
+	body        []byte
+	contentType string
+}
+
+// assets maps the name of each file in page/assets to it, built once: a request names one of
+// these exactly or gets 404, so no path can reach anything else.
+var assets = func() map[string]asset {
+	types := map[string]string{".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8"}
+	out := map[string]asset{}
+	ents, err := fs.ReadDir(pageFiles, "page/assets")
+	if err != nil {
+		panic(err)
+	}
+	for _, e := range ents {
+		body, err := fs.ReadFile(pageFiles, "page/assets/"+e.Name())
+		ct, ok := types[path.Ext(e.Name())]
+		if err != nil || !ok {
+			panic(fmt.Sprintf("pairing: asset %s: %v (type known: %v)", e.Name(), err, ok))
+		}
+		out[e.Name()] = asset{body: body, contentType: ct}
+	}
+	return out
+}()
+
+// HandlerConfig configures NewHandler.
+type HandlerConfig struct {
+	// Dir is the pairing folder, <stateHome>/fleet/reach: its codes and password are judged.
+	Dir string
+	// Register receives the devices paired (Register.Add).
+	Register *Register
+	// Fingerprint is the door's root fingerprint as ca.Authority.Fingerprint gives it, shown on
+	// the page.
+	Fingerprint string
+	// Origin is the door's own origin, "https://192.168.1.20:7443": a POST whose Origin header is
+	// anything else is refused.
+	Origin string
+	// Logger receives one line per pairing and per refusal. Nil means slog.Default().
+	Logger *slog.Logger
+	// Now is the clock codes are judged and devices stamped by. Nil means time.Now.
+	Now func() time.Time
+	// OnFailure, if set, is called once for every refused pairing attempt (SPEC R6: the door
+	// counts it for its limiter) before the answer is written.
+	OnFailure func(*http.Request)
+}
+
+// NewHandler returns the pairing page's handler (SPEC R7, R8). It serves:
+//
+//	GET  /pair            the page: a plain HTML form (code, password, device name) that works
+//	                      without JavaScript, the root's fingerprint, a link to /ca.crt and the
+//	                      steps to trust the root on iOS and Android
+//	GET  /pair/assets/…   its own script (which moves a code from the URL's #fragment into the
+//	                      form) and style sheet, nothing else
+//	POST /pair            pairing
+//
+// and 404 or 405 to anything else (logged, but not counted as failures: SPEC R6 counts wrong
+// credentials and refused requests, not a mistyped path). Every answer carries ContentSecurityPolicy, nosniff,
+// Referrer-Policy same-origin, no framing and no-store.
+//
+// The POST is judged in this order, and the first refusal ends it:
+//
+//  1. Origin: a browser sends Origin with every POST; one that is present and is not cfg.Origin
+//     (or is "null", or sent twice), or a Sec-Fetch-Site of cross-site or same-site, is 403
+//     cross-origin. No GET changes anything, and the credential cookie is SameSite=Strict, so no
+//     other site can make a browser act on the door: the one thing a forged form could do is
+//     pair the victim's browser with a code of the attacker's (login CSRF), which this refuses.
+//  2. The body: application/x-www-form-urlencoded of at most MaxFormBytes (else 413 or 415), the
+//     fields taken from the body only, never the URL.
+//  3. The code (Redeem): unknown, expired, used or burned codes are refused without scrypt.
+//  4. The password, only for a live code: the stored hash loaded afresh and checked with
+//     CheckPasswordContext (the process-wide scrypt gate; a caller that goes away stops waiting).
+//  5. A device is registered (cfg.Register.Add) under the name given to `fleet reach pair
+//     --name`, else the form's, and its credential set as the cookie CookieName: Secure,
+//     HttpOnly, SameSite=Strict, Path=/, no Domain, Max-Age CookieMaxAge. The answer is 303 to
+//     "/", the device's index of consoles.
+//
+// Every refusal of a POST calls cfg.OnFailure, writes one fleet.rejected log line (reason
+// pairing-code, pairing-password, pairing-form, body-too-large, cross-origin or
+// pairing-unavailable; method, path, peer; never the code, the password or the name) and
+// answers without echoing the code or the password. A refused code or password is 403 with the
+// page again and one of two messages: "the code or the password is wrong" for an unknown code
+// and a wrong password alike, or "this code can no longer be used" for one expired, used or
+// burned. The answer does not tell a wrong code from a wrong password, but its time does, since
+// scrypt runs only for a live code (SPEC R8 prefers that to doing scrypt for every guess): a code
+// is 1 in 20^8 to guess, lives 5 minutes and dies after 5 wrong passwords, and the door's
+// limiter (R6) allows ten failures per source. A pairing is one EventPaired line with the
+// device's id6 and slug.
+//
+// NewHandler panics if Dir is empty, Register nil, or Origin not of the form scheme://host[:port].
+func NewHandler(cfg HandlerConfig) http.Handler {
+	if cfg.Dir == "" || cfg.Register == nil {
+		panic("pairing: NewHandler needs a Dir and a Register")
+	}
+	u, err := url.Parse(cfg.Origin)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil ||
+		u.Path != "" || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
+		panic(fmt.Sprintf("pairing: NewHandler: Origin %q is not scheme://host[:port]", cfg.Origin))
+	}
+	h := &handler{cfg: cfg, scheme: u.Scheme, host: u.Host, log: cfg.Logger, now: cfg.Now}
+	if h.log == nil {
+		h.log = slog.Default()
+	}
+	if h.now == nil {
+		h.now = time.Now
+	}
+	return h
+}
+
+type handler struct {
+	cfg          HandlerConfig
+	scheme, host string // of cfg.Origin
+	log          *slog.Logger
+	now          func() time.Time
+}
+
+type pageData struct {
+	Fingerprint string
+	Error       string
+	Name        string
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	hd := w.Header()
+	hd.Set("Content-Security-Policy", ContentSecurityPolicy)
+	hd.Set("X-Content-Type-Options", "nosniff")
+	// same-origin, not no-referrer: under no-referrer a browser sends "Origin: null" with the
+	// form's POST, which the Origin check must refuse. Nothing leaks either way: the page links
+	// to no other site, and a #fragment is never part of a Referer.
+	hd.Set("Referrer-Policy", "same-origin")
+	hd.Set("X-Frame-Options", "DENY")
+	hd.Set("Cache-Control", "no-store")
+	p := r.URL.Path
+	switch {
+	case p == PairPath:
+		switch r.Method {
+		case http.MethodGet, http.MethodHead:
+			h.page(w, http.StatusOK, pageData{})
+		case http.MethodPost:
+			h.pair(w, r)
+		default:
+			hd.Set("Allow", "GET, HEAD, POST")
+			h.logRefusal(r, http.StatusMethodNotAllowed, "method", "only GET and POST here")
+			h.refusalPage(w, http.StatusMethodNotAllowed, "method", "only GET and POST here")
+		}
+	case strings.HasPrefix(p, AssetsPrefix):
+		a, ok := assets[strings.TrimPrefix(p, AssetsPrefix)]
+		switch {
+		case !ok:
+			h.logRefusal(r, http.StatusNotFound, "not-found", "no such page")
+			h.refusalPage(w, http.StatusNotFound, "not-found", "no such page")
+		case r.Method != http.MethodGet && r.Method != http.MethodHead:
+			hd.Set("Allow", "GET, HEAD")
+			h.logRefusal(r, http.StatusMethodNotAllowed, "method", "only GET here")
+			h.refusalPage(w, http.StatusMethodNotAllowed, "method", "only GET here")
+		default:
+			hd.Set("Content-Type", a.contentType)
+			hd.Set("Cache-Control", "no-cache")
+			w.Write(a.body)
+		}
+	default:
+		h.logRefusal(r, http.StatusNotFound, "not-found", "no such page")
+		h.refusalPage(w, http.StatusNotFound, "not-found", "no such page")
+	}
+}
+
+// page writes the pairing page with status.
+func (h *handler) page(w http.ResponseWriter, status int, d pageData) {
+	d.Fingerprint = h.cfg.Fingerprint
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	pageTemplate.Execute(w, d)
+}
+
+// pair is the pairing POST; see NewHandler for its order.
+func (h *handler) pair(w http.ResponseWriter, r *http.Request) {
+	now := h.now()
+	if !h.sameOrigin(r) {
+		h.reject(r, http.StatusForbidden, ReasonOrigin, "the pairing form is posted only from the door's own page")
+		h.refusalPage(w, http.StatusForbidden, ReasonOrigin, "the pairing form is posted only from the door's own page")
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, MaxFormBytes)
+	if ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); ct != "application/x-www-form-urlencoded" {
+		h.reject(r, http.StatusUnsupportedMediaType, ReasonForm, "not a urlencoded form")
+		h.refusalPage(w, http.StatusUnsupportedMediaType, ReasonForm, "the pairing form is application/x-www-form-urlencoded")
+		return
+	}
+	if err := r.ParseForm(); err != nil {
+		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
+			detail := fmt.Sprintf("the pairing form is limited to %d bytes", MaxFormBytes)
+			h.reject(r, http.StatusRequestEntityTooLarge, ReasonTooLarge, detail)
+			h.refusalPage(w, http.StatusRequestEntityTooLarge, ReasonTooLarge, detail)
+			return
+		}
+		h.reject(r, http.StatusBadRequest, ReasonForm, "the form does not parse")
+		h.refusalPage(w, http.StatusBadRequest, ReasonForm, "the form does not parse")
+		return
+	}
+	// From the body only (PostForm): a code must never travel in a URL.
+	code, pw, formName := r.PostForm.Get("code"), r.PostForm.Get("password"), cleanName(r.PostForm.Get("name"))
+	again := pageData{Name: formName}
+
+	issuedName, err := Redeem(h.cfg.Dir, code, now, func() (bool, error) {
+		stored, err := LoadPassword(h.cfg.Dir)
+		if err != nil {
+			return false, err
+		}
+		return CheckPasswordContext(r.Context(), stored, []byte(pw))
+	})
+	if err != nil {
+		status, reason, detail, msg := http.StatusForbidden, ReasonCode, "", msgWrong
+		var extra []any
+		switch {
+		case errors.Is(err, ErrWrongPassword):
+			reason, detail = ReasonPassword, "wrong password for a live code"
+			if err != ErrWrongPassword { // counted, but the count could not be written
+				extra = append(extra, "error", err.Error())
+			}
+		case errors.Is(err, ErrNoSuchCode):
+			detail = "no such code"
+		case errors.Is(err, ErrCodeExpired):
+			detail, msg = "code expired", msgDead
+		case errors.Is(err, ErrCodeUsed):
+			detail, msg = "code already used", msgDead
+		case errors.Is(err, ErrCodeBurned):
+			detail, msg = "code dead after too many wrong passwords", msgDead
+		default:
+			status, reason, detail, msg = http.StatusServiceUnavailable, ReasonDown, "the code or password could not be judged", msgDown
+			if errors.Is(err, ErrNoPassword) {
+				msg = msgNoPW
+			}
+			if !errors.Is(err, context.Canceled) {
+				extra = append(extra, "error", err.Error())
+			}
+		}
+		h.reject(r, status, reason, detail, extra...)
+		h.pageRefused(w, status, again, msg)
+		return
+	}
+
+	name := issuedName
+	if name == "" {
+		name = formName
+	}
+	d, cred, err := h.cfg.Register.Add(name, now)
+	if err != nil {
+		h.reject(r, http.StatusServiceUnavailable, ReasonDown, "the code was used but the device not registered", "error", err.Error())
+		h.pageRefused(w, http.StatusServiceUnavailable, again, msgNotKept)
+		return
+	}
+	http.SetCookie(w, &http.Cookie{
+		Name:     CookieName,
+		Value:    cred,
+		Path:     "/",
+		MaxAge:   int(CookieMaxAge / time.Second),
+		Secure:   true,
+		HttpOnly: true,
+		SameSite: http.SameSiteStrictMode,
+	})
+	h.log.Info(EventPaired, "id6", d.ID6, "slug", d.Slug, "peer", r.RemoteAddr)
+	w.Header().Set("Location", "/")
+	w.WriteHeader(http.StatusSeeOther)
+}
+
+// sameOrigin reports whether the POST may come from a page of the door itself: its Origin, when
+// present, is cfg.Origin (contract.SameOrigin: "null" never is), and its Sec-Fetch-Site, when
+// present, says neither cross-site nor same-site (another port or host of the same site).
+func (h *handler) sameOrigin(r *http.Request) bool {
+	switch r.Header.Get("Sec-Fetch-Site") {
+	case "cross-site", "same-site":
+		return false
+	}
+	switch o := r.Header.Values("Origin"); len(o) {
+	case 0:
+		return true
+	case 1:
+		return contract.SameOrigin(o[0], h.scheme, h.host)
+	default:
+		return false
+	}
+}
+
+// reject counts a refused POST for the door's limiter and logs it.
+func (h *handler) reject(r *http.Request, status int, reason, detail string, extra ...any) {
+	if h.cfg.OnFailure != nil {
+		h.cfg.OnFailure(r)
+	}
+	h.logRefusal(r, status, reason, detail, extra...)
+}
+
+// logRefusal logs a refusal as one fleet.rejected line, in the shape of proxy.WriteRefusal's.
+func (h *handler) logRefusal(r *http.Request, status int, reason, detail string, extra ...any) {
+	attrs := []any{"reason", reason, "status", status, "method", r.Method, "path", contract.LogPath(r), "peer", r.RemoteAddr}
+	if detail != "" {
+		attrs = append(attrs, "detail", detail)
+	}
+	h.log.Warn(eventRejected, append(attrs, extra...)...)
+}
+
+// pageRefused answers a refused code or password with the page again and msg.
+func (h *handler) pageRefused(w http.ResponseWriter, status int, d pageData, msg string) {
+	w.Header().Set("X-Fleet-Reason", reasonPageWord)
+	d.Error = msg
+	h.page(w, status, d)
+}
+
+// refusalPage answers as proxy.WriteRefusal does, without logging.
+func (h *handler) refusalPage(w http.ResponseWriter, status int, reason, detail string) {
+	hd := w.Header()
+	hd.Set("Content-Type", "text/html; charset=utf-8")
+	hd.Set("X-Fleet-Reason", reason)
+	w.WriteHeader(status)
+	fmt.Fprintf(w, "<!doctype html><title>%d %s</title><h1>%d %s</h1><p>%s</p>\n",
+		status, html.EscapeString(reason), status, html.EscapeString(reason), html.EscapeString(detail))
+}
