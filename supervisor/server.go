@@ -66,7 +66,8 @@ type Server struct {
 	door      *proxy.Door // the judgement of every request (door.go)
 	stop      chan struct{}
 	httpSrv   *http.Server
-	bgOnce    sync.Once // starts the token watch and the probes, once
+	reach     reachState // the direct-reach door (reach.go)
+	bgOnce    sync.Once  // starts the token watch, the probes and the reach door, once
 	closeOnce sync.Once
 }
 
@@ -167,6 +168,7 @@ func (s *Server) Serve(ln net.Listener) error {
 			s.log.Error("fleet.token-unusable", "error", err.Error())
 		})
 		go s.probeLoop()
+		go s.reachLoop()
 	})
 	s.verifier.forwards.watch(ln.Addr(), s.stop) // S5e, before the first connection is accepted
 	return s.httpSrv.Serve(ln)
@@ -187,6 +189,7 @@ func (s *Server) PublishAddr(addr string) error {
 // Close stops the server and its background work. A Serve after Close returns at once.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() { close(s.stop) })
+	s.closeReach()
 	defer s.hop.Close() // http.Server closes no hijacked connection: the hop ends live WebSockets
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
