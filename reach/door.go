@@ -48,8 +48,12 @@ type Config struct {
 	Devices  Devices
 	// Pairing answers the unpaired branch's pages: GET and POST /pair and GET /pair/… (its
 	// assets), for paired and unpaired callers alike. It reports a wrong code or password with
-	// Door.Failure. Nil: a page saying pairing is not set up yet.
+	// Door.Failure. Nil: PairingFor's, else a page saying pairing is not set up yet.
 	Pairing http.Handler
+	// PairingFor, when Pairing is nil, builds the pairing pages for the door being opened, once
+	// its CA is open and before it serves: the pages show the door's Fingerprint and report
+	// failures with its Failure.
+	PairingFor func(d *Door) http.Handler
 	// Limiter counts failures (R6). Nil: a new one on Now. The supervisor keeps one across
 	// reopenings, so that moving the door forgets no failure.
 	Limiter *Limiter
@@ -109,7 +113,6 @@ func Open(ctx context.Context, cfg Config) (*Door, error) {
 	d := &Door{cfg: cfg, log: cfg.Log, now: cfg.Now, listen: cfg.Profile.Listen, limiter: cfg.Limiter,
 		served: make(chan struct{})}
 	d.streams.init()
-	d.router = d.newRouter()
 	d.door = &proxy.Door{
 		Hop:      cfg.Hop,
 		Log:      cfg.Log,
@@ -135,6 +138,10 @@ func Open(ctx context.Context, cfg Config) (*Door, error) {
 		return nil, fmt.Errorf("reach: listen on %s: %w", d.listen, err)
 	}
 	d.auth, d.ln = auth, ln
+	if d.cfg.Pairing == nil && d.cfg.PairingFor != nil {
+		d.cfg.Pairing = d.cfg.PairingFor(d)
+	}
+	d.router = d.newRouter()
 	d.srv = proxy.NewServer(d, cfg.Log)
 	d.srv.TLSConfig = auth.TLSConfig()
 	go func() {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/phase-console/fleet/internal/doorrules"
@@ -73,6 +74,54 @@ func TestLimiterThroughTheDoor_R6(t *testing.T) {
 	d.clock.Advance(7 * 60e9)
 	if r := d.raw(d.req("GET", "/ca.crt")); r.status != 200 {
 		t.Fatalf("after the window: %d, want 200", r.status)
+	}
+}
+
+// TestOverallLimitSparesDevices_R6: fifty failures from five sources close the door to every
+// stranger, and a paired device, from a source of its own that did not fail, still gets in.
+func TestOverallLimitSparesDevices_R6(t *testing.T) {
+	d := startTestDoor(t)
+	_, cookie := d.pair("phone")
+	for i := 0; i < OverallLimit; i++ {
+		src := "127.0.0." + strconv.Itoa(2+i/SourceLimit)
+		if r := d.rawFrom(src, reqHost("GET", "/ca.crt", "evil.example")); r.status != 421 {
+			t.Fatalf("bad Host %d from %s: %d, want 421", i+1, src, r.status)
+		}
+	}
+	if r := d.rawFrom("127.0.0.20", d.req("GET", "/pair")); r.status != http.StatusTooManyRequests {
+		t.Fatalf("a stranger from a fresh source: %d, want 429", r.status)
+	}
+	if r := d.rawFrom("127.0.0.21", d.req("GET", "/c/alpha/x", cookie)); r.status != 200 {
+		t.Fatalf("a paired device from a fresh source: %d %q, want 200", r.status, r.reason)
+	}
+	if r := d.rawFrom("127.0.0.2", d.req("GET", "/c/alpha/x", cookie)); r.status != http.StatusTooManyRequests {
+		t.Fatalf("a paired device from a source that failed ten times: %d, want 429", r.status)
+	}
+}
+
+// TestPairingFailuresCount_R6: the pairing pages report a wrong code or password with Failure;
+// the eleventh try from that source is 429 before the pages are asked (no password work).
+func TestPairingFailuresCount_R6(t *testing.T) {
+	var asked atomic.Int32
+	d := startTestDoor(t, func(c *Config) {
+		c.PairingFor = func(door *Door) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				asked.Add(1)
+				door.Failure(r) // a wrong password
+				http.Error(w, "wrong code or password", http.StatusForbidden)
+			})
+		}
+	})
+	for i := 0; i < SourceLimit; i++ {
+		if r := d.raw(d.req("POST", "/pair", "Content-Length: 0")); r.status != http.StatusForbidden {
+			t.Fatalf("try %d: %d", i+1, r.status)
+		}
+	}
+	if r := d.raw(d.req("POST", "/pair", "Content-Length: 0")); r.status != http.StatusTooManyRequests || r.header.Get("Retry-After") != "600" {
+		t.Fatalf("eleventh try: %d Retry-After %q, want 429 600", r.status, r.header.Get("Retry-After"))
+	}
+	if n := asked.Load(); n != SourceLimit {
+		t.Fatalf("the pairing pages were asked %d times, want %d", n, SourceLimit)
 	}
 }
 

@@ -204,8 +204,15 @@ func reqHost(method, target, host string, extra ...string) string {
 }
 
 // dial opens a TLS connection trusting only the door's root; serverName "" sends no SNI.
-func (d *testDoor) dial(serverName string) *tls.Conn {
+func (d *testDoor) dial(serverName string) *tls.Conn { return d.dialFrom("", serverName) }
+
+// dialFrom is dial from the loopback address src ("" any): another source for the limiter.
+func (d *testDoor) dialFrom(src, serverName string) *tls.Conn {
 	d.t.Helper()
+	dialer := &net.Dialer{Timeout: waitLimit}
+	if src != "" {
+		dialer.LocalAddr = &net.TCPAddr{IP: net.ParseIP(src)}
+	}
 	cfg := &tls.Config{RootCAs: d.pool, NextProtos: []string{"http/1.1"}}
 	if serverName != "" {
 		// A name the leaf cannot verify: what is tested is the door's answer to it.
@@ -213,7 +220,7 @@ func (d *testDoor) dial(serverName string) *tls.Conn {
 	} else {
 		cfg.ServerName = d.door.Addr().Addr().String() // an IP: verified, and sent as no SNI
 	}
-	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: waitLimit}, "tcp", d.addr, cfg)
+	conn, err := tls.DialWithDialer(dialer, "tcp", d.addr, cfg)
 	if err != nil {
 		d.t.Fatal(err)
 	}
@@ -230,10 +237,16 @@ type response struct {
 
 func (d *testDoor) raw(req string) response { return d.rawSNI("", req) }
 
+// rawFrom is raw from the loopback address src.
+func (d *testDoor) rawFrom(src, req string) response { return d.exchange(d.dialFrom(src, ""), req) }
+
 // rawSNI writes req on a new TLS connection (SNI serverName) and reads one response.
 func (d *testDoor) rawSNI(serverName, req string) response {
+	return d.exchange(d.dial(serverName), req)
+}
+
+func (d *testDoor) exchange(conn *tls.Conn, req string) response {
 	d.t.Helper()
-	conn := d.dial(serverName)
 	defer conn.Close()
 	go io.WriteString(conn, req)
 	method, _, _ := strings.Cut(req, " ")

@@ -3,6 +3,7 @@ package supervisor
 import (
 	"context"
 	"errors"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -113,18 +114,24 @@ func (s *Server) openReachLocked(p reach.Profile) error {
 	if rs.limiter == nil {
 		rs.limiter = reach.NewLimiter(s.cfg.Now)
 	}
+	var pairingFor func(*reach.Door) http.Handler
+	if build := s.cfg.ReachPairing; build != nil {
+		reg := rs.register
+		pairingFor = func(d *reach.Door) http.Handler { return build(d, reg) }
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	d, err := reach.Open(ctx, reach.Config{
-		Profile:  p,
-		TLSDir:   filepath.Join(s.reachDir(), "tls"),
-		Hop:      s.hop,
-		Consoles: registryConsoles{s.registry},
-		Token:    s.token,
-		Devices:  rs.register,
-		Limiter:  rs.limiter,
-		Log:      s.log,
-		Now:      s.cfg.Now,
+		PairingFor: pairingFor,
+		Profile:    p,
+		TLSDir:     filepath.Join(s.reachDir(), "tls"),
+		Hop:        s.hop,
+		Consoles:   registryConsoles{s.registry},
+		Token:      s.token,
+		Devices:    rs.register,
+		Limiter:    rs.limiter,
+		Log:        s.log,
+		Now:        s.cfg.Now,
 	})
 	if err != nil {
 		return err

@@ -11,10 +11,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/phase-console/fleet/pairing"
+	"github.com/phase-console/fleet/reach"
 )
 
 // reachStatus is GET /fleet/v1/reach with the bearer, decoded.
@@ -187,5 +189,29 @@ func TestReachStampChanges_R1(t *testing.T) {
 	writeReachProfile(t, d, "")
 	if b := stampOf(path); a == b {
 		t.Error("a file renamed over the profile has the same stamp")
+	}
+}
+
+// TestReachPairingPages_R7: the supervisor gives the door the pairing pages its Config builds,
+// with the open door (for its fingerprint) and the device register.
+func TestReachPairingPages_R7(t *testing.T) {
+	var gotFingerprint atomic.Value
+	d := startDoor(t, func(c *Config) {
+		c.ReachPairing = func(door *reach.Door, reg *pairing.Register) http.Handler {
+			gotFingerprint.Store(door.Fingerprint())
+			if reg == nil {
+				t.Error("no register")
+			}
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusTeapot) })
+		}
+	})
+	listen := freeLoopbackPort(t)
+	writeReachProfile(t, d, listen)
+	d.srv.ReloadReach()
+	if got := reachGet(t, listen, "/pair"); got != http.StatusTeapot {
+		t.Fatalf("GET /pair: %d, want the pages' own answer", got)
+	}
+	if fp, _ := gotFingerprint.Load().(string); fp == "" || fp != reachStatus(t, d).Fingerprint {
+		t.Errorf("the pages were built for fingerprint %q", fp)
 	}
 }

@@ -18,7 +18,9 @@ import (
 	"tailscale.com/paths"
 
 	"github.com/phase-console/fleet/internal/state"
+	"github.com/phase-console/fleet/pairing"
 	"github.com/phase-console/fleet/proxy"
+	"github.com/phase-console/fleet/reach"
 )
 
 // Timeouts and limits of the loopback door (SPEC S9): those of every door, package proxy's
@@ -51,6 +53,12 @@ type Config struct {
 	BodyIdleTimeout time.Duration
 	// AfterFunc starts the hop's timers; nil: time.AfterFunc. Tests pass a fake clock.
 	AfterFunc proxy.AfterFunc
+
+	// ReachPairing builds the direct-reach door's pairing pages each time the door opens
+	// (reach.Config.PairingFor), given the open door (its Fingerprint and RootPEM for the page,
+	// its Failure for a wrong code or password, SPEC R6) and the device register. Nil: the
+	// door's built-in "pairing is not set up yet" page.
+	ReachPairing func(door *reach.Door, register *pairing.Register) http.Handler
 }
 
 // A Server is the loopback door. It is an http.Handler; Serve runs it on a listener with the
