@@ -100,19 +100,31 @@ func (d *Door) Revoke(id6 string) {
 }
 
 // streams are the forwarded requests in flight, by device, so that a revocation can cancel them:
-// http.Server knows nothing of who a response is for.
+// http.Server knows nothing of who a response is for. It remembers the devices revoked while
+// the door was open (an id6 is never given again), so that a request that authenticated a moment
+// before its device's revocation is not forwarded after it.
 type streams struct {
-	mu   sync.Mutex
-	live map[string]map[*context.CancelFunc]struct{}
+	mu      sync.Mutex
+	live    map[string]map[*context.CancelFunc]struct{}
+	revoked map[string]bool
 }
 
-func (s *streams) init() { s.live = map[string]map[*context.CancelFunc]struct{}{} }
+func (s *streams) init() {
+	s.live = map[string]map[*context.CancelFunc]struct{}{}
+	s.revoked = map[string]bool{}
+}
 
-// track returns a context that the device id6's revocation cancels, and the func that forgets it.
-func (s *streams) track(parent context.Context, id6 string) (context.Context, func()) {
+// track returns a context that the device id6's revocation cancels, and the func that forgets it;
+// ok is false when id6 was revoked already.
+func (s *streams) track(parent context.Context, id6 string) (_ context.Context, done func(), ok bool) {
 	ctx, cancel := context.WithCancel(parent)
 	key := &cancel
 	s.mu.Lock()
+	if s.revoked[id6] {
+		s.mu.Unlock()
+		cancel()
+		return nil, nil, false
+	}
 	if s.live[id6] == nil {
 		s.live[id6] = map[*context.CancelFunc]struct{}{}
 	}
@@ -126,12 +138,13 @@ func (s *streams) track(parent context.Context, id6 string) (context.Context, fu
 		}
 		s.mu.Unlock()
 		cancel()
-	}
+	}, true
 }
 
 func (s *streams) cancel(id6 string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.revoked[id6] = true
 	for c := range s.live[id6] {
 		(*c)()
 	}

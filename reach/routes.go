@@ -1,6 +1,7 @@
 package reach
 
 import (
+	"context"
 	"fmt"
 	"html"
 	"net/http"
@@ -68,16 +69,19 @@ func (d *Door) serveRoot(w http.ResponseWriter, r *http.Request) {
 // the pairing page (R7); a paired device's request is judged by the shared Door.
 func (d *Door) notMine(w http.ResponseWriter, r *http.Request) {
 	dev, ok := deviceFrom(r)
+	if ok && proxy.IsConsolePath(r.RequestURI) {
+		stripDeviceCookie(r.Header) // R9: the credential never reaches a console
+		var ctx context.Context
+		var done func()
+		if ctx, done, ok = d.streams.track(r.Context(), dev.ID6); ok {
+			defer done()
+			r = r.WithContext(ctx)
+		}
+	}
 	if !ok {
 		w.Header().Set("Cache-Control", "no-store")
 		http.Redirect(w, r, PairPath, http.StatusSeeOther)
 		return
-	}
-	if proxy.IsConsolePath(r.RequestURI) {
-		stripDeviceCookie(r.Header) // R9: the credential never reaches a console
-		ctx, done := d.streams.track(r.Context(), dev.ID6)
-		defer done()
-		r = r.WithContext(ctx)
 	}
 	d.door.ServeHTTP(w, r)
 }
