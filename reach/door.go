@@ -66,7 +66,8 @@ type Config struct {
 // It judges every request in this order, the first failing step answering:
 //
 //  1. R5: a Host other than the listen address, with or without its port, or an SNI that is
-//     not the Host's address, is 421 host (a failure, R6);
+//     not the Host's address, is 421 host — a failure (R6), counted only while the source is
+//     not held back already (the Limiter records nothing for a refused source);
 //  2. R6: a source the Limiter holds back is 429 rate-limited with an exact Retry-After; a
 //     request with a valid device cookie is held back only by its own source. An unknown or
 //     revoked device cookie is a failure, and the request goes on as unpaired;

@@ -35,7 +35,7 @@ func TestHostAdmission_R5(t *testing.T) {
 		{"IPv4-mapped IPv6", "[::ffff:" + ip + "]:" + itoa(port), "", 421},
 		{"empty Host", "", "", 421},
 		{"SNI is a name", d.addr, "example.com", 421},
-		{"SNI is the Host", d.addr, ip, 200},
+		{"the IP as server name (Go sends no SNI for it)", d.addr, ip, 200},
 	}
 	for _, row := range rows {
 		t.Run(row.name, func(t *testing.T) {
@@ -325,4 +325,40 @@ func TestRevocationClosesLiveConnections_R8(t *testing.T) {
 // ended reports whether err is the end of a connection, not the test's guard deadline.
 func ended(err error) bool {
 	return err != nil && !errors.Is(err, os.ErrDeadlineExceeded)
+}
+
+// TestListensOnExactlyItsAddress_R2: the door binds the profile's address and no other.
+func TestListensOnExactlyItsAddress_R2(t *testing.T) {
+	d := startTestDoor(t)
+	other := "127.0.0.2:" + itoa(d.door.Addr().Port())
+	if c, err := net.Dial("tcp", other); err == nil {
+		c.Close()
+		t.Fatalf("%s answers: the door must listen on %s only", other, d.addr)
+	}
+}
+
+// TestCloseEndsDevicesConnections_R1: closing the door (the profile closed or moved it) ends its
+// devices' WebSockets and streams too, not only its listener.
+func TestCloseEndsDevicesConnections_R1(t *testing.T) {
+	d := startTestDoor(t)
+	_, cookie := d.pair("phone")
+	conn, br, resp := d.open(d.req("GET", "/c/alpha/ws", cookie, "Connection: Upgrade", "Upgrade: websocket",
+		"Sec-WebSocket-Version: 13", "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ=="))
+	defer conn.Close()
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade: %d", resp.StatusCode)
+	}
+	sseConn, _, sse := d.open(d.req("GET", "/c/alpha/sse", cookie))
+	defer sseConn.Close()
+	body := bufio.NewReader(sse.Body)
+	if line, err := body.ReadString('\n'); err != nil || line != "data: hello\n" {
+		t.Fatalf("sse: %q %v", line, err)
+	}
+	d.door.Close()
+	if _, err := br.ReadString('\n'); !ended(err) {
+		t.Errorf("the WebSocket after Close: %v, want closed", err)
+	}
+	if _, err := io.ReadAll(body); err != nil && !ended(err) {
+		t.Errorf("the stream after Close: %v, want ended", err)
+	}
 }
