@@ -2,6 +2,7 @@ package reach
 
 import (
 	"bufio"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -360,5 +361,47 @@ func TestCloseEndsDevicesConnections_R1(t *testing.T) {
 	}
 	if _, err := io.ReadAll(body); err != nil && !ended(err) {
 		t.Errorf("the stream after Close: %v, want ended", err)
+	}
+}
+
+// TestHTTP2_R5_R9: over HTTP/2, as a phone's browser speaks, the Host (:authority) is admitted
+// the same way and a paired device reaches its console as itself.
+func TestHTTP2_R5_R9(t *testing.T) {
+	d := startTestDoor(t)
+	dev, cookie := d.pair("phone")
+	client := &http.Client{Transport: &http.Transport{
+		TLSClientConfig:   &tls.Config{RootCAs: d.pool},
+		ForceAttemptHTTP2: true,
+	}, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	defer client.CloseIdleConnections()
+	get := func(host string, header ...string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest("GET", "https://"+d.addr+"/c/alpha/x", nil)
+		req.Host = host
+		for _, h := range header {
+			k, v, _ := strings.Cut(h, ": ")
+			req.Header.Add(k, v)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	if resp := get("evil.example", cookie); resp.StatusCode != 421 || resp.ProtoMajor != 2 {
+		t.Errorf("another :authority: %d %s, want 421 over HTTP/2", resp.StatusCode, resp.Proto)
+	}
+	if resp := get(d.addr); resp.StatusCode != http.StatusSeeOther {
+		t.Errorf("unpaired: %d, want 303", resp.StatusCode)
+	}
+	resp := get(d.addr, cookie)
+	_, got := d.alpha.received()
+	if resp.StatusCode != 200 || resp.ProtoMajor != 2 || got.Header.Get("X-Phase-Console-Fleet-Login") != dev.Login() {
+		t.Errorf("paired: %d %s, login %q", resp.StatusCode, resp.Proto, got.Header.Get("X-Phase-Console-Fleet-Login"))
+	}
+	if strings.Contains(strings.Join(got.Header.Values("Cookie"), ";"), pairing.CookieName) {
+		t.Error("the device cookie reached the console over HTTP/2")
 	}
 }
