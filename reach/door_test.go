@@ -405,3 +405,35 @@ func TestHTTP2_R5_R9(t *testing.T) {
 		t.Error("the device cookie reached the console over HTTP/2")
 	}
 }
+
+// TestWhatCountsAsFailure_R6: S3, S7 bad-path and S12 refusals are failures; 403 hooks and 403
+// reach-settings are not.
+func TestWhatCountsAsFailure_R6(t *testing.T) {
+	rows := []struct {
+		name, target string
+		extra        []string
+		status       int
+		counts       bool
+	}{
+		{"S3 assertion-sent", "/c/alpha/x", []string{"X-Phase-Console-Fleet: x"}, 400, true},
+		{"S7 bad-path", "/c/alpha/a%2Fb", nil, 400, true},
+		{"S12 cross-origin", "/c/alpha/x", []string{"Origin: https://evil.example"}, 403, true},
+		{"S7 hooks", "/c/alpha/hooks", nil, 403, false},
+		{"R1 reach-settings", "/fleet/v1/consoles", nil, 403, false},
+	}
+	for _, row := range rows {
+		t.Run(row.name, func(t *testing.T) {
+			d := startTestDoor(t)
+			_, cookie := d.pair("phone")
+			for i := 0; i < SourceLimit; i++ {
+				if r := d.raw(d.req("GET", row.target, append([]string{cookie}, row.extra...)...)); r.status != row.status {
+					t.Fatalf("request %d: %d %q, want %d", i+1, r.status, r.reason, row.status)
+				}
+			}
+			r := d.raw(d.req("GET", "/c/alpha/x", cookie))
+			if limited := r.status == http.StatusTooManyRequests; limited != row.counts {
+				t.Fatalf("after ten: %d; want held back: %v", r.status, row.counts)
+			}
+		})
+	}
+}
