@@ -12,13 +12,19 @@
 // Callers on the door are judged before any console sees them, and failures are counted per
 // source — the TCP peer, never a header — and overall, so that guessing is slow (Limiter).
 //
-// What exists so far:
+// Files, one job each:
 //
 //   - profile.go: the machine profile, parsed strictly and validated (R1–R3, F1): LoadProfile,
 //     ParseProfile, Profile, ProfileError, IsPublic.
 //   - limiter.go: the failure limiter (R6): Limiter, NewLimiter, PeerAddr.
+//   - door.go: the door (Open, Door): its listener on exactly the profile's address, over TLS
+//     from package ca (R2, R4), and the order in which it judges a request.
+//   - host.go: Host and SNI admission (R5).
+//   - routes.go: the door's own routes on httprouter — /ca.crt, the pairing pages, the redirect
+//     of an unpaired caller (R7), and a paired device's index and 403 reach-settings (R1).
+//   - devices.go: the paired device (R9): its cookie, its assertion through the shared
+//     proxy.Door, the cookie kept from consoles, and the end of its live connections on
+//     revocation.
 //
-// Still to come, in this package or beside it: the private CA and leaf (R4), the HTTPS listener
-// with Host admission (R5) and its reload on SIGHUP or a changed profile (R1), the pairing page
-// and pairing (R7, R8), and the device assertion through the shared hop (R9).
+// The pairing pages themselves (R7, R8) are given to the door as an http.Handler.
 package reach

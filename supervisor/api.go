@@ -52,6 +52,8 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, rawPath string
 		}
 		s.log.Info("fleet.deregistered", "console", id)
 		w.WriteHeader(http.StatusNoContent)
+	case rawPath == "/fleet/v1/reach" && r.Method == http.MethodGet:
+		writeJSON(w, http.StatusOK, s.ReachStatus())
 	case rawPath == collection || strings.HasPrefix(rawPath, collection+"/"):
 		refuse(proxy.Refuse(http.StatusMethodNotAllowed, "method", "method not allowed here"))
 	default:

@@ -18,7 +18,9 @@ import (
 	"tailscale.com/paths"
 
 	"github.com/phase-console/fleet/internal/state"
+	"github.com/phase-console/fleet/pairing"
 	"github.com/phase-console/fleet/proxy"
+	"github.com/phase-console/fleet/reach"
 )
 
 // Timeouts and limits of the loopback door (SPEC S9): those of every door, package proxy's
@@ -51,6 +53,12 @@ type Config struct {
 	BodyIdleTimeout time.Duration
 	// AfterFunc starts the hop's timers; nil: time.AfterFunc. Tests pass a fake clock.
 	AfterFunc proxy.AfterFunc
+
+	// ReachPairing builds the direct-reach door's pairing pages each time the door opens
+	// (reach.Config.PairingFor), given the open door (its Fingerprint and RootPEM for the page,
+	// its Failure for a wrong code or password, SPEC R6) and the device register. Nil: the
+	// door's built-in "pairing is not set up yet" page.
+	ReachPairing func(door *reach.Door, register *pairing.Register) http.Handler
 }
 
 // A Server is the loopback door. It is an http.Handler; Serve runs it on a listener with the
@@ -66,7 +74,8 @@ type Server struct {
 	door      *proxy.Door // the judgement of every request (door.go)
 	stop      chan struct{}
 	httpSrv   *http.Server
-	bgOnce    sync.Once // starts the token watch and the probes, once
+	reach     reachState // the direct-reach door (reach.go)
+	bgOnce    sync.Once  // starts the token watch, the probes and the reach door, once
 	closeOnce sync.Once
 }
 
@@ -167,6 +176,7 @@ func (s *Server) Serve(ln net.Listener) error {
 			s.log.Error("fleet.token-unusable", "error", err.Error())
 		})
 		go s.probeLoop()
+		go s.reachLoop()
 	})
 	s.verifier.forwards.watch(ln.Addr(), s.stop) // S5e, before the first connection is accepted
 	return s.httpSrv.Serve(ln)
@@ -187,6 +197,7 @@ func (s *Server) PublishAddr(addr string) error {
 // Close stops the server and its background work. A Serve after Close returns at once.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() { close(s.stop) })
+	s.closeReach()
 	defer s.hop.Close() // http.Server closes no hijacked connection: the hop ends live WebSockets
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()

@@ -134,6 +134,22 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) int {
 		return fail("%v", err)
 	}
 
+	// SIGHUP reloads the machine profile at once (SPEC R1): the direct-reach door opens, moves
+	// or closes; the loopback door is not touched.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				srv.ReloadReach()
+			}
+		}
+	}()
+
 	served := make(chan error, 2)
 	go func() { served <- srv.Serve(ln) }()
 	unixDone := make(chan struct{}) // closed once the --socket listener is closed (and unlinked)

@@ -1,0 +1,161 @@
+package reach
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/phase-console/fleet/pairing"
+	"github.com/phase-console/fleet/proxy"
+)
+
+// This file is the paired device on the door (SPEC R9): its cookie, its assertion, and the end of
+// its live connections when it is revoked.
+
+type deviceKey struct{}
+
+func deviceFrom(r *http.Request) (pairing.Device, bool) {
+	dev, ok := r.Context().Value(deviceKey{}).(pairing.Device)
+	return dev, ok
+}
+
+// authenticate reports whether r sent a device cookie and, if so, whether it names a paired
+// device. Two device cookies are one too many: neither is believed.
+func (d *Door) authenticate(r *http.Request) (dev pairing.Device, sent, ok bool) {
+	var cred string
+	n := 0
+	for _, c := range r.Cookies() {
+		if c.Name == pairing.CookieName {
+			cred = c.Value
+			n++
+		}
+	}
+	if n == 0 {
+		return pairing.Device{}, false, false
+	}
+	if n > 1 {
+		return pairing.Device{}, true, false
+	}
+	dev, ok = d.cfg.Devices.Authenticate(cred, d.now(), PeerAddr(r).String())
+	return dev, true, ok
+}
+
+// deviceCallers is R9 as the shared Door's caller verification: the device the door
+// authenticated, asserted as device:<slug>#<id6>, from its TCP peer. A request that reached it
+// without a device is refused (it cannot: the door sends unpaired callers to /pair).
+type deviceCallers struct{}
+
+func (deviceCallers) VerifyCaller(r *http.Request, _ string) (proxy.Caller, *proxy.Refusal) {
+	dev, ok := deviceFrom(r)
+	src := PeerAddr(r)
+	if !ok || dev.ID6 == "" || !src.IsValid() {
+		return proxy.Caller{}, proxy.Refuse(http.StatusInternalServerError, "internal", "the door verified no device")
+	}
+	return proxy.Caller{Login: dev.Login(), IP: src.Unmap()}, nil
+}
+
+// isDeviceLogin reports whether login is a device's (device:<slug>#<id6>).
+func isDeviceLogin(login string) bool { return strings.HasPrefix(login, "device:") }
+
+// stripDeviceCookie removes the device's credential from every Cookie line of h, keeping the
+// other cookies as they were sent; a line left empty is dropped.
+func stripDeviceCookie(h http.Header) {
+	lines := h["Cookie"]
+	if len(lines) == 0 {
+		return
+	}
+	kept := lines[:0:0]
+	for _, line := range lines {
+		var parts []string
+		for _, p := range strings.Split(line, ";") {
+			name, _, _ := strings.Cut(p, "=")
+			if strings.TrimSpace(name) == pairing.CookieName {
+				continue
+			}
+			if strings.TrimSpace(p) != "" {
+				parts = append(parts, strings.TrimSpace(p))
+			}
+		}
+		if len(parts) > 0 {
+			kept = append(kept, strings.Join(parts, "; "))
+		}
+	}
+	if len(kept) == 0 {
+		h.Del("Cookie")
+		return
+	}
+	h["Cookie"] = kept
+}
+
+// Revoke ends the live connections of the device id6 on this door: its WebSockets (the hop's
+// upgraded connections asserted with its login) and its in-flight requests, server-sent events
+// and other streams included. Subscribe it to the register's revocations (pairing.Register's
+// OnRevoke); the register already refuses the device's next request.
+func (d *Door) Revoke(id6 string) {
+	d.streams.cancel(id6)
+	d.cfg.Hop.CloseUpgraded(func(_, login string) bool {
+		return isDeviceLogin(login) && strings.HasSuffix(login, "#"+id6)
+	})
+}
+
+// streams are the forwarded requests in flight, by device, so that a revocation can cancel them:
+// http.Server knows nothing of who a response is for. It remembers the devices revoked while
+// the door was open (an id6 is never given again), so that a request that authenticated a moment
+// before its device's revocation is not forwarded after it.
+type streams struct {
+	mu      sync.Mutex
+	live    map[string]map[*context.CancelFunc]struct{}
+	revoked map[string]bool
+}
+
+func (s *streams) init() {
+	s.live = map[string]map[*context.CancelFunc]struct{}{}
+	s.revoked = map[string]bool{}
+}
+
+// track returns a context that the device id6's revocation cancels, and the func that forgets it;
+// ok is false when id6 was revoked already.
+func (s *streams) track(parent context.Context, id6 string) (_ context.Context, done func(), ok bool) {
+	ctx, cancel := context.WithCancel(parent)
+	key := &cancel
+	s.mu.Lock()
+	if s.revoked[id6] {
+		s.mu.Unlock()
+		cancel()
+		return nil, nil, false
+	}
+	if s.live[id6] == nil {
+		s.live[id6] = map[*context.CancelFunc]struct{}{}
+	}
+	s.live[id6][key] = struct{}{}
+	s.mu.Unlock()
+	return ctx, func() {
+		s.mu.Lock()
+		delete(s.live[id6], key)
+		if len(s.live[id6]) == 0 {
+			delete(s.live, id6)
+		}
+		s.mu.Unlock()
+		cancel()
+	}, true
+}
+
+func (s *streams) cancel(id6 string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.revoked[id6] = true
+	for c := range s.live[id6] {
+		(*c)()
+	}
+}
+
+func (s *streams) cancelAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, m := range s.live {
+		for c := range m {
+			(*c)()
+		}
+	}
+}

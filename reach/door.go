@@ -1,0 +1,219 @@
+package reach
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/julienschmidt/httprouter"
+
+	"github.com/phase-console/fleet/ca"
+	"github.com/phase-console/fleet/pairing"
+	"github.com/phase-console/fleet/proxy"
+)
+
+// This file is the direct-reach door itself: what it is opened with, its listener, and the order
+// in which it judges a request. What is judged at each step lives beside it: host.go (R5),
+// routes.go (R1, R7 and the door's own pages), devices.go (R9 and revocation).
+
+// Devices is the register of paired devices as the door needs it (*pairing.Register is one):
+// the device whose credential cred is, or false. now and addr are recorded as its last seen.
+type Devices interface {
+	Authenticate(cred string, now time.Time, addr string) (pairing.Device, bool)
+}
+
+// Consoles is where consoles listen, and which there are, for the device's index.
+type Consoles interface {
+	proxy.Consoles
+	IDs() []string // the registered console ids, sorted
+}
+
+// Config is what Open needs. Every field but Pairing, Limiter and Now is required.
+type Config struct {
+	// Profile is the machine profile's reach: section; it must open the door (mode direct).
+	Profile Profile
+	// TLSDir is the CA's folder, <stateHome>/fleet/reach/tls (package ca).
+	TLSDir string
+	// Hop is the hop the loopback door uses too: one hop, one set of rules (R9).
+	Hop      *proxy.Hop
+	Consoles Consoles
+	Token    proxy.TokenSource
+	Devices  Devices
+	// Pairing answers the unpaired branch's pages: GET and POST /pair and GET /pair/… (its
+	// assets), for paired and unpaired callers alike. It reports a wrong code or password with
+	// Door.Failure. Nil: PairingFor's, else a page saying pairing is not set up yet.
+	Pairing http.Handler
+	// PairingFor, when Pairing is nil, builds the pairing pages for the door being opened, once
+	// its CA is open and before it serves: the pages show the door's Fingerprint and report
+	// failures with its Failure.
+	PairingFor func(d *Door) http.Handler
+	// Limiter counts failures (R6). Nil: a new one on Now. The supervisor keeps one across
+	// reopenings, so that moving the door forgets no failure.
+	Limiter *Limiter
+	Log     *slog.Logger
+	Now     func() time.Time // nil: time.Now
+}
+
+// A Door is the direct-reach door, open and serving on its one address until Close.
+//
+// It judges every request in this order, the first failing step answering:
+//
+//  1. R5: a Host other than the listen address, with or without its port, or an SNI that is
+//     not the Host's address, is 421 host — a failure (R6), counted only while the source is
+//     not held back already (the Limiter records nothing for a refused source);
+//  2. R6: a source the Limiter holds back is 429 rate-limited with an exact Retry-After; a
+//     request with a valid device cookie is held back only by its own source. An unknown or
+//     revoked device cookie is a failure, and the request goes on as unpaired;
+//  3. the door's own routes: GET /ca.crt (the root), /pair and /pair/… (Config.Pairing);
+//  4. R7: an unpaired caller is sent (303) to /pair for everything else;
+//  5. a paired device goes through proxy.Door, the judgement both doors share (S3, S4, S6,
+//     S7, S9, S12; its refusals of S3, S7 bad-path and S12 are failures), asserted as
+//     device:<slug>#<id6> from its TCP peer (R9), without its cookie; on the door, /fleet/…
+//     is 403 reach-settings (R1) and / is the device's index of consoles.
+type Door struct {
+	cfg     Config
+	log     *slog.Logger
+	now     func() time.Time
+	listen  netip.AddrPort
+	auth    *ca.Authority
+	limiter *Limiter
+	router  *httprouter.Router
+	door    *proxy.Door
+	streams streams
+
+	ln     net.Listener
+	srv    *http.Server
+	served chan struct{} // closed when Serve returned
+
+	closeOnce sync.Once
+}
+
+// Open opens the CA for the profile's address (ca.Open), listens on exactly that address and
+// serves the door over TLS until Close. It fails when the profile does not open the door, a
+// required field is missing, the CA cannot be opened or the address cannot be bound.
+func Open(ctx context.Context, cfg Config) (*Door, error) {
+	if !cfg.Profile.Open() || !cfg.Profile.Listen.IsValid() {
+		return nil, errors.New("reach: the profile does not open the door")
+	}
+	if cfg.TLSDir == "" || cfg.Hop == nil || cfg.Consoles == nil || cfg.Token == nil || cfg.Devices == nil || cfg.Log == nil {
+		return nil, errors.New("reach: the door is not fully configured")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Limiter == nil {
+		cfg.Limiter = NewLimiter(cfg.Now)
+	}
+	d := &Door{cfg: cfg, log: cfg.Log, now: cfg.Now, listen: cfg.Profile.Listen, limiter: cfg.Limiter,
+		served: make(chan struct{})}
+	d.streams.init()
+	d.door = &proxy.Door{
+		Hop:      cfg.Hop,
+		Log:      cfg.Log,
+		Host:     proxy.HostAdmitterFunc(d.admitHost), // already passed; asked again, it agrees
+		Callers:  deviceCallers{},
+		Consoles: cfg.Consoles,
+		Token:    cfg.Token,
+		Pages:    http.HandlerFunc(d.servePairedPage),
+		Refused:  d.refused,
+	}
+
+	auth, err := ca.Open(ctx, cfg.TLSDir, d.listen.Addr(), ca.Options{Logger: cfg.Log})
+	if err != nil {
+		return nil, err
+	}
+	network := "tcp4"
+	if d.listen.Addr().Is6() {
+		network = "tcp6"
+	}
+	ln, err := net.Listen(network, d.listen.String()) // exactly the profile's address (R2)
+	if err != nil {
+		auth.Close()
+		return nil, fmt.Errorf("reach: listen on %s: %w", d.listen, err)
+	}
+	d.auth, d.ln = auth, ln
+	if d.cfg.Pairing == nil && d.cfg.PairingFor != nil {
+		d.cfg.Pairing = d.cfg.PairingFor(d)
+	}
+	d.router = d.newRouter()
+	d.srv = proxy.NewServer(d, cfg.Log)
+	d.srv.TLSConfig = auth.TLSConfig()
+	go func() {
+		defer close(d.served)
+		if err := d.srv.ServeTLS(ln, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			d.log.Error("fleet.reach-serve", "listen", d.listen.String(), "error", err.Error())
+		}
+	}()
+	return d, nil
+}
+
+// Addr is the address the door listens on.
+func (d *Door) Addr() netip.AddrPort { return d.listen }
+
+// Fingerprint is the root's SHA-256 fingerprint in groups (ca.FormatFingerprint).
+func (d *Door) Fingerprint() string { return d.auth.Fingerprint() }
+
+// LeafExpiry is when the leaf the door serves now expires.
+func (d *Door) LeafExpiry() time.Time { return d.auth.LeafExpiry() }
+
+// RootPEM is the root certificate, PEM-encoded, as GET /ca.crt serves it.
+func (d *Door) RootPEM() []byte { return d.auth.RootPEM() }
+
+// Close stops the door: the listener, every connection (devices' WebSockets and streams
+// included) and the CA's renewals. The loopback door, and the hop, are left as they are.
+func (d *Door) Close() error {
+	d.closeOnce.Do(func() {
+		d.srv.Close()
+		<-d.served
+		d.streams.cancelAll()
+		d.cfg.Hop.CloseUpgraded(func(_, login string) bool { return isDeviceLogin(login) })
+		d.auth.Close()
+	})
+	return nil
+}
+
+// Failure counts a failure of r's source (R6): the pairing page reports a wrong code or
+// password with it. Call it once per failed request.
+func (d *Door) Failure(r *http.Request) { d.limiter.Failure(PeerAddr(r)) }
+
+// ServeHTTP judges r in the order documented on Door.
+func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	src := PeerAddr(r)
+	if ref := d.admitHost(r); ref != nil { // R5
+		if ok, _ := d.limiter.Allow(src, false); ok {
+			d.limiter.Failure(src) // a source already held back adds nothing
+		}
+		proxy.WriteRefusal(w, r, d.log, ref, "door", "reach")
+		return
+	}
+	dev, sent, ok := d.authenticate(r)
+	if allowed, wait := d.limiter.Allow(src, ok); !allowed { // R6, before any password work
+		w.Header().Set("Retry-After", strconv.FormatInt(int64(wait/time.Second), 10))
+		proxy.WriteRefusal(w, r, d.log, proxy.Refuse(http.StatusTooManyRequests, "rate-limited",
+			"too many failures from this address; try again later"), "door", "reach")
+		return
+	}
+	if sent && !ok {
+		d.limiter.Failure(src)
+		d.log.Warn("fleet.reach-unknown-device", "peer", r.RemoteAddr)
+	}
+	if ok {
+		r = r.WithContext(context.WithValue(r.Context(), deviceKey{}, dev))
+	}
+	d.router.ServeHTTP(w, r)
+}
+
+// refused is proxy.Door's Refused: the refusals R6 counts as failures.
+func (d *Door) refused(r *http.Request, ref *proxy.Refusal) {
+	switch ref.Reason {
+	case "host", "assertion-sent", "bad-path", "cross-origin": // R5, S3, S7, S12
+		d.limiter.Failure(PeerAddr(r))
+	}
+}

@@ -1,0 +1,135 @@
+package reach
+
+import (
+	"context"
+	"fmt"
+	"html"
+	"net/http"
+	"path"
+	"strings"
+
+	"github.com/julienschmidt/httprouter"
+
+	"github.com/phase-console/fleet/proxy"
+)
+
+// This file is the door's own routes: the root certificate, the pairing pages, the redirect of an
+// unpaired caller (R7), and a paired device's pages (R1: no settings on the door; its index).
+
+// PairPath is the pairing page; an unpaired caller is sent there for everything else (R7).
+const PairPath = "/pair"
+
+// newRouter routes what the door serves itself. The router never rewrites a path (no fixed-path
+// or trailing-slash redirects, no automatic OPTIONS or 405): anything it does not own goes, as
+// it came, to d.notMine, where the hop judges it.
+func (d *Door) newRouter() *httprouter.Router {
+	rt := httprouter.New()
+	rt.RedirectTrailingSlash = false
+	rt.RedirectFixedPath = false
+	rt.HandleMethodNotAllowed = false
+	rt.HandleOPTIONS = false
+	rt.NotFound = http.HandlerFunc(d.notMine)
+	rt.Handler(http.MethodGet, "/ca.crt", http.HandlerFunc(d.serveRoot))
+	rt.Handler(http.MethodHead, "/ca.crt", http.HandlerFunc(d.serveRoot))
+	pair := d.cfg.Pairing
+	if pair == nil {
+		pair = http.HandlerFunc(servePairingNotSetUp)
+	}
+	pair = d.canonicalOnly(pair)
+	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost} {
+		rt.Handler(m, PairPath, pair)
+		rt.Handler(m, PairPath+"/*asset", pair)
+	}
+	return rt
+}
+
+// canonicalOnly gives h only paths written plainly: the router matched on the decoded path, so
+// "/pair/../c/x" or "/pair/%2e%2e/x" would otherwise reach the pairing pages as something else.
+func (d *Door) canonicalOnly(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.RawPath != "" || path.Clean(r.URL.Path) != r.URL.Path || strings.Contains(r.URL.Path, "%") {
+			proxy.WriteRefusal(w, r, d.log, proxy.Refuse(http.StatusNotFound, "not-found", "no such page"), "door", "reach")
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// serveRoot is GET /ca.crt: the root, for a phone to install (R4, R7).
+func (d *Door) serveRoot(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Type", "application/x-x509-ca-cert")
+	h.Set("Content-Disposition", `attachment; filename="fleet-root.crt"`)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "no-cache")
+	w.Write(d.auth.RootPEM())
+}
+
+// notMine is every request the router does not own. An unpaired caller gets only a redirect to
+// the pairing page (R7); a paired device's request is judged by the shared Door.
+func (d *Door) notMine(w http.ResponseWriter, r *http.Request) {
+	dev, ok := deviceFrom(r)
+	if ok && proxy.IsConsolePath(r.RequestURI) {
+		stripDeviceCookie(r.Header) // R9: the credential never reaches a console
+		var ctx context.Context
+		var done func()
+		if ctx, done, ok = d.streams.track(r.Context(), dev.ID6); ok {
+			defer done()
+			r = r.WithContext(ctx)
+		}
+	}
+	if !ok {
+		w.Header().Set("Cache-Control", "no-store")
+		http.Redirect(w, r, PairPath, http.StatusSeeOther)
+		return
+	}
+	d.door.ServeHTTP(w, r)
+}
+
+// servePairedPage is a paired device's request that is not for a console, after the checks every
+// request passes (proxy.Door's Pages).
+func (d *Door) servePairedPage(w http.ResponseWriter, r *http.Request) {
+	rawPath, _, _ := strings.Cut(r.RequestURI, "?")
+	switch {
+	case rawPath == "/fleet" || strings.HasPrefix(rawPath, "/fleet/"):
+		// R1: nothing on the door can change the door, nor anything else of fleet's.
+		proxy.WriteRefusal(w, r, d.log, proxy.Refuse(http.StatusForbidden, "reach-settings",
+			"fleet's settings are not reachable through the direct-reach door"), "door", "reach")
+	case rawPath == "/" && (r.Method == http.MethodGet || r.Method == http.MethodHead):
+		d.serveIndex(w, r)
+	default:
+		proxy.WriteRefusal(w, r, d.log, proxy.Refuse(http.StatusNotFound, "not-found", "no such page"), "door", "reach")
+	}
+}
+
+// serveIndex is the device's index: a link to each console's front door, and nothing of where
+// the consoles listen.
+func (d *Door) serveIndex(w http.ResponseWriter, r *http.Request) {
+	dev, _ := deviceFrom(r)
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "no-store")
+	var b strings.Builder
+	b.WriteString("<!doctype html><meta name=viewport content=\"width=device-width\"><title>fleet</title>\n<h1>Consoles</h1>\n")
+	fmt.Fprintf(&b, "<p>This device: %s</p>\n<ul>\n", html.EscapeString(dev.Login()))
+	ids := d.cfg.Consoles.IDs()
+	for _, id := range ids {
+		fmt.Fprintf(&b, "<li><a href=\"/c/%s/\">%s</a></li>\n", html.EscapeString(id), html.EscapeString(id))
+	}
+	b.WriteString("</ul>\n")
+	if len(ids) == 0 {
+		b.WriteString("<p>No console is registered on this machine.</p>\n")
+	}
+	w.Write([]byte(b.String()))
+}
+
+// servePairingNotSetUp stands in for the pairing pages when the door has none.
+func servePairingNotSetUp(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "no-store")
+	w.Write([]byte("<!doctype html><meta name=viewport content=\"width=device-width\"><title>fleet: pairing</title>\n" +
+		"<h1>Pairing is not set up yet</h1><p>This machine's fleet cannot pair a device yet.</p>\n"))
+}
