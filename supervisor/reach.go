@@ -47,6 +47,21 @@ type reachState struct {
 	limiter  *reach.Limiter    // kept across reopenings: moving the door forgets no failure
 }
 
+// pairingPages is the door's pairing pages (package pairing: SPEC R7, R8) for the open door d: its
+// fingerprint on the page, its origin the only one a pairing POST may come from, and every refused
+// attempt counted by its limiter (R6).
+func (s *Server) pairingPages(d *reach.Door, reg *pairing.Register) http.Handler {
+	return pairing.NewHandler(pairing.HandlerConfig{
+		Dir:         s.reachDir(),
+		Register:    reg,
+		Fingerprint: d.Fingerprint(),
+		Origin:      "https://" + d.Addr().String(),
+		Logger:      s.log,
+		Now:         s.cfg.Now,
+		OnFailure:   d.Failure,
+	})
+}
+
 // reachDir is <stateHome>/fleet/reach: the pairing files, and the CA under tls/.
 func (s *Server) reachDir() string { return filepath.Join(s.fleetDir, "reach") }
 
@@ -114,11 +129,12 @@ func (s *Server) openReachLocked(p reach.Profile) error {
 	if rs.limiter == nil {
 		rs.limiter = reach.NewLimiter(s.cfg.Now)
 	}
-	var pairingFor func(*reach.Door) http.Handler
-	if build := s.cfg.ReachPairing; build != nil {
-		reg := rs.register
-		pairingFor = func(d *reach.Door) http.Handler { return build(d, reg) }
+	build := s.cfg.ReachPairing
+	if build == nil {
+		build = s.pairingPages
 	}
+	reg := rs.register
+	pairingFor := func(d *reach.Door) http.Handler { return build(d, reg) }
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	d, err := reach.Open(ctx, reach.Config{

@@ -56,8 +56,8 @@ type Config struct {
 
 	// ReachPairing builds the direct-reach door's pairing pages each time the door opens
 	// (reach.Config.PairingFor), given the open door (its Fingerprint and RootPEM for the page,
-	// its Failure for a wrong code or password, SPEC R6) and the device register. Nil: the
-	// door's built-in "pairing is not set up yet" page.
+	// its Failure for a wrong code or password, SPEC R6) and the device register. Nil: package
+	// pairing's pages.
 	ReachPairing func(door *reach.Door, register *pairing.Register) http.Handler
 }
 
