@@ -21,16 +21,22 @@ import (
 // some filesystems (a block of NULs where the data was not written), a bad sector or a careless
 // edit.
 func spoilings(good []byte) map[string][]byte {
+	// A flipped bit inside a JSON string would only change a name (the decoder takes invalid
+	// UTF-8 as U+FFFD): flip one that JSON's structure needs, the first quote mark.
 	flipped := bytes.Clone(good)
-	flipped[len(flipped)/2] ^= 0x80
+	at := bytes.IndexByte(flipped, '"')
+	if at < 0 {
+		at = len(flipped) / 2
+	}
+	flipped[at] ^= 0x80
 	half := bytes.Clone(good)
 	clear(half[len(half)/2:])
 	return map[string][]byte{
-		"all NULs":                        make([]byte, len(good)),
-		"NULs after the middle":           half,
-		"a byte with its top bit flipped": flipped,
-		"garbage after it":                append(bytes.Clone(good), "\x00\x01garbage"...),
-		"two copies":                      append(bytes.Clone(good), good...),
+		"all NULs":              make([]byte, len(good)),
+		"NULs after the middle": half,
+		"a structural byte with its top bit flipped": flipped,
+		"garbage after it":                           append(bytes.Clone(good), "\x00\x01garbage"...),
+		"two copies":                                 append(bytes.Clone(good), good...),
 	}
 }
 
