@@ -255,6 +255,37 @@ func TestFullDiskCodes_F2(t *testing.T) {
 	}
 }
 
+// TestFullDiskWrongPasswordsCounted_F2: on a full disk an attempt cannot be counted, so it is not
+// made: Redeem refuses without checking the password, however many times it is tried (before the
+// fix, each wrong password was checked and its count lost, so MaxWrongPasswords never burned the
+// code). With room again, the fifth wrong password burns the code as usual.
+func TestFullDiskWrongPasswordsCounted_F2(t *testing.T) {
+	mnt, dir := fullDiskFolder(t)
+	code := issue(t, dir, "Ann's phone", t0)
+	same := fileUnchanged(t, filepath.Join(dir, CodesFile))
+	filler := fulldisk.Fill(t, mnt, 0)
+	wrong := &checker{}
+	for range 2 * MaxWrongPasswords {
+		_, err := Redeem(dir, code, t0, wrong.check)
+		wantNoSpace(t, err, "a pairing attempt")
+	}
+	if n := wrong.calls.Load(); n != 0 {
+		t.Fatalf("the password was checked %d times on a disk where no attempt could be counted", n)
+	}
+	same()
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	for i := range MaxWrongPasswords {
+		if _, err := Redeem(dir, code, t0, wrong.check); !errors.Is(err, ErrWrongPassword) {
+			t.Fatalf("wrong password %d with room again: %v", i+1, err)
+		}
+	}
+	if _, err := Redeem(dir, code, t0, (&checker{right: true}).check); !errors.Is(err, ErrCodeBurned) {
+		t.Fatalf("after %d wrong passwords: %v, want the code burned", MaxWrongPasswords, err)
+	}
+}
+
 // TestFullDiskPassword_F2: with the disk full, setting a new pairing password fails with an
 // error and the old hash stays byte for byte (the old password still works).
 func TestFullDiskPassword_F2(t *testing.T) {
