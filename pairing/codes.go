@@ -127,8 +127,11 @@ func NormalizeCode(in string) (code string, ok bool) {
 //
 // All of it happens under the folder's lock, so a code pairs exactly once and its count of wrong
 // passwords is exact even when raced from several processes. The lock is held while checkPassword
-// runs: attempts are serialized, which the door's limiter (R6) keeps few. If the outcome cannot
-// be written, pairing is refused.
+// runs: attempts are serialized, which the door's limiter (R6) keeps few. Each attempt is counted
+// in the file before checkPassword runs (and the count taken back for a right password or an
+// error): if it cannot be written — a full disk — no password is checked and pairing is refused,
+// so MaxWrongPasswords holds whatever the disk. If the outcome cannot be written, pairing is
+// refused.
 func Redeem(dir, code string, now time.Time, checkPassword func() (bool, error)) (name string, err error) {
 	norm, ok := NormalizeCode(code)
 	if !ok {
@@ -154,17 +157,22 @@ func Redeem(dir, code string, now time.Time, checkPassword func() (bool, error))
 		case !now.Before(c.Expires):
 			return ErrCodeExpired
 		}
+		// The attempt is counted before it is made: were the count written after a wrong
+		// password, a disk too full to write it would allow any number of guesses (F2).
+		c.WrongPasswords++
+		if err := writeJSON(path, f); err != nil {
+			return fmt.Errorf("pairing password not checked: %w", err)
+		}
 		right, err := checkPassword()
 		if err != nil {
+			c.WrongPasswords-- // no answer was given; if this write fails, it stays counted
+			writeJSON(path, f)
 			return fmt.Errorf("pairing password not checked: %w", err)
 		}
 		if !right {
-			c.WrongPasswords++
-			if err := writeJSON(path, f); err != nil {
-				return errors.Join(ErrWrongPassword, err)
-			}
 			return ErrWrongPassword
 		}
+		c.WrongPasswords--
 		c.Used = true
 		name = c.Name
 		f.prune(now)

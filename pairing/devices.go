@@ -172,10 +172,10 @@ func readDevices(path string) (*devicesFile, error) {
 			return nil, &ParseError{Path: path, Err: fmt.Errorf("device %s: slug %q is not [a-z0-9-]{1,32}", r.ID6, r.Slug)}
 		case !validHexSum(r.SHA256):
 			return nil, &ParseError{Path: path, Err: fmt.Errorf("device %s: credential_sha256 is not 64 hex digits", r.ID6)}
-		case sums[r.SHA256]:
+		case sums[strings.ToLower(r.SHA256)]: // one credential, however its hex is spelled
 			return nil, &ParseError{Path: path, Err: fmt.Errorf("device %s: credential shared with another device", r.ID6)}
 		}
-		ids[r.ID6], sums[r.SHA256] = true, true
+		ids[r.ID6], sums[strings.ToLower(r.SHA256)] = true, true
 	}
 	return f, nil
 }
