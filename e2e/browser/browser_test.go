@@ -441,11 +441,12 @@ func needChromium(t *testing.T) {
 	}
 }
 
-// startBrowser starts headless chromium for the test and returns its context.
-func startBrowser(t *testing.T, root context.Context) context.Context {
+// startBrowser starts headless chromium for the test, with extra flags if any, and returns its
+// context.
+func startBrowser(t *testing.T, root context.Context, extra ...chromedp.ExecAllocatorOption) context.Context {
 	t.Helper()
 	out := &syncBuffer{}
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(root,
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(root, append([]chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(chromiumPath),
 		chromedp.Headless,
 		chromedp.NoSandbox, // the tests may run as root
@@ -461,7 +462,7 @@ func startBrowser(t *testing.T, root context.Context) context.Context {
 		chromedp.UserDataDir(t.TempDir()),
 		chromedp.WindowSize(900, 500),
 		chromedp.CombinedOutput(out),
-	)
+	}, extra...)...)
 	browser, cancelBrowser := chromedp.NewContext(allocCtx)
 	// Registered after the servers' clean-ups, so the browser goes first and its streams end.
 	t.Cleanup(func() {

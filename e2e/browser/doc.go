@@ -14,6 +14,11 @@
 // TUN. The stand-in's connections come from this test process, whose uid is passed as
 // TailscaledUID, so S5a holds.
 //
+// TestBrowserPairing_R7_R8_R9 drives the direct-reach door instead: the supervisor opens it on a
+// free 127.0.0.1 port from its machine profile, and a phone-sized chromium that trusts only the
+// door's key (pinned with --ignore-certificate-errors-spki-list) pairs, uses the console and is
+// revoked. Its screenshots go to $FLEET_ARTIFACTS when set, else to a temporary folder.
+//
 // The tests need /usr/bin/chromium. Without it none runs, and the package's line in a green
 // `go test ./...` says so ("ok … [no tests to run]"; -v shows why), except under CI=true, where
 // they fail: .ci/run installs it. FLEET_SCREENSHOT=1 also writes testdata/refconsole.png, a screenshot of the
