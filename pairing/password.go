@@ -174,7 +174,7 @@ func (p scryptParams) derive(ctx context.Context, pw []byte) ([]byte, error) {
 		return nil, err
 	}
 	defer func() { <-scryptGate }()
-	return scryptKey(pw, p.salt, 1<<p.logN, p.r, p.p, keyLen)
+	return computeKey(pw, p.salt, 1<<p.logN, p.r, p.p, keyLen)
 }
 
 func acquireScrypt(ctx context.Context) error {

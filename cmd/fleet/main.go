@@ -13,6 +13,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/phase-console/fleet/pairing"
 )
 
 // A command is one subcommand of fleet.
@@ -36,7 +38,18 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
+// scryptHelperArg runs fleet as the scrypt helper process of a running supervisor (see
+// pairing.ServeKeyHelper): not a command a person uses, so it is not listed.
+const scryptHelperArg = "__scrypt-helper"
+
 func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 1 && args[0] == scryptHelperArg {
+		if err := pairing.ServeKeyHelper(os.Stdin, stdout); err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		return 0
+	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "-help" {
 		usage(stdout)
 		if len(args) == 0 {

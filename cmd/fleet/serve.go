@@ -21,6 +21,7 @@ import (
 
 	"github.com/phase-console/fleet/contract"
 	"github.com/phase-console/fleet/internal/state"
+	"github.com/phase-console/fleet/pairing"
 	"github.com/phase-console/fleet/supervisor"
 )
 
@@ -99,6 +100,14 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) int {
 		return fail("%v", err)
 	}
 	defer lock.Release()
+
+	// Every pairing password check runs scrypt in a helper process (this binary again): its
+	// 128 MiB never lands on the supervisor's heap, so a flood of wrong passwords does not make
+	// the garbage collector slow everyone else's requests.
+	if exe, err := os.Executable(); err == nil {
+		pairing.UseKeyFunc(pairing.HelperProcessKeyFunc(exe, scryptHelperArg))
+		defer pairing.UseKeyFunc(nil)
+	}
 
 	var unixLn *net.UnixListener
 	if o.unixSocket != "" {
