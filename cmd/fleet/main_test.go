@@ -6,17 +6,20 @@ import (
 	"testing"
 )
 
-// TestHelpCommand: `fleet help CMD` prints CMD's own help (exit 0), the same as `fleet CMD --help`;
-// `fleet help` alone is the general help; an unknown command is bad usage.
 // TestMain lets the test binary stand in for fleet as the supervisor's scrypt helper process
 // (serve runs it as os.Executable() with scryptHelperArg).
 func TestMain(m *testing.M) {
 	if len(os.Args) == 2 && os.Args[1] == scryptHelperArg {
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 	}
+	if os.Getenv("FLEET_RUN_MAIN") == "1" { // the test binary as the fleet binary, for process tests
+		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
 	os.Exit(m.Run())
 }
 
+// TestHelpCommand: `fleet help CMD` prints CMD's own help (exit 0), the same as `fleet CMD --help`;
+// `fleet help` alone is the general help; an unknown command is bad usage.
 func TestHelpCommand(t *testing.T) {
 	for name := range commands {
 		st, out, errs := runFleet("help", name)
