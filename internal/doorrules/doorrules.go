@@ -1,4 +1,4 @@
-// Package doorrules is, for tests only, the table of requests that every fleet door must judge
+// Package doorrules is, for tests only, the attack table that every fleet door must judge
 // alike: the rules of the judgement the doors share (package proxy's Door: SPEC S3, S4, S6, S7,
 // S9, S12 and the order between them). Each door's tests run it through the door's own real
 // listener (Run), so that a door that lost a rule, or reordered the checks, fails the same rows
@@ -35,6 +35,7 @@ type Door interface {
 // A Row is one request and what every door must answer.
 type Row struct {
 	Name   string // cites the rule: "S3 underscores"
+	Class  string // the advisory or bug class the row comes from (set by Rows from the name)
 	Method string
 	Target string   // the request-target, under /c/alpha/
 	Extra  []string // header lines the row adds
@@ -148,7 +149,62 @@ func Rows() []Row {
 		forwarded("S7 encoded, forwarded as judged", c+"/a%20b/%C3%A4", "/a b/\u00e4", nil),
 		forwarded("S7 case of the prefix and id folds", "/C/Alpha/x", "/x", nil),
 	}
+	for i := range rows {
+		rows[i].Class = classOf(rows[i].Name)
+	}
 	return rows
+}
+
+// classOf names the advisory or bug class a row comes from, so that the table says why each
+// trick is in it. The first matching entry wins; every row must match one (Run checks).
+func classOf(name string) string {
+	for _, c := range []struct{ has, class string }{
+		{"Trailer", "request smuggling of a header as a trailer (CWE-444 family)"},
+		{"named in Connection", "hop-by-hop header abuse: Connection naming a header the proxy relies on"},
+		{"Connection names", "hop-by-hop header abuse: Connection naming a header the proxy relies on"},
+		{"S3 on a WebSocket", "a check skipped on the upgrade path"},
+		{"S3", "header spoofing: the caller writes the proxy's own assertion ('_' and '-' fold alike, as nginx and CGI do)"},
+		{"Kelvin", "Unicode case-folding bypass (U+212A KELVIN SIGN folds to k)"},
+		{"HoOkS", "path confusion: case folding between proxy and backend"},
+		{"upper-case id", "path confusion: case folding between proxy and backend"},
+		{"case of the prefix", "path confusion: case folding between proxy and backend"},
+		{"%68ooks", "percent-encoding bypass of a path rule"},
+		{"encoded, forwarded", "percent-encoding: the path forwarded is the path judged"},
+		{"bad-path +", "order of checks: a bad path is refused before anything else can answer"},
+		{"hooks +", "order of checks: the protected path answers before upgrade and Origin rules"},
+		{"S7 TRACE", "order of checks: the protected path answers for every method"},
+		{"unknown console", "order of checks: the protected path answers before the console lookup"},
+		{"hooks", "broken access control on a protected path (CWE-284)"},
+		{"%2F", "encoded separator: proxy and backend split the path differently (CWE-22)"},
+		{"backslash", "encoded separator: proxy and backend split the path differently (CWE-22)"},
+		{"S7 ..", "path traversal through dot segments (CWE-22)"},
+		{"%2e%2e", "path traversal through dot segments (CWE-22)"},
+		{"S7 //", "empty segment normalisation (proxy/backend disagreement)"},
+		{";", "path parameters (Tomcat-style ';' segments)"},
+		{"%00", "NUL byte injection (CWE-158)"},
+		{"UTF-8", "overlong UTF-8 encoding (CWE-176)"},
+		{"%25", "double encoding (CWE-174)"},
+		{"bad id", "input validation: an id outside the grammar"},
+		{"console's root", "prefix stripping"},
+		{"without Connection", "malformed upgrade"},
+		{"two Upgrade", "duplicate headers read differently by proxy and backend"},
+		{"upgrade before Origin", "order of checks"},
+		{"S9", "h2c smuggling: an upgrade that tunnels past the proxy's rules"},
+		{"loopback origin", "DNS rebinding / a local page's origin"},
+		{"null", "opaque origin (sandboxed iframe, data: URL)"},
+		{"empty Origin", "opaque origin (sandboxed iframe, data: URL)"},
+		{"WebSocket upgrade", "cross-site WebSocket hijacking (CSWSH)"},
+		{"S12", "cross-site request forgery against an ambient identity"},
+		{"TRACE", "cross-site tracing (XST): TRACE would echo the assertion"},
+		{"trace", "cross-site tracing (XST): TRACE would echo the assertion"},
+		{"Authorization", "credentials forwarded to a backend that did not ask for them"},
+		{"S4", "identity header spoofing through a trusted proxy (X-Forwarded-*, Forwarded, auth-proxy families)"},
+	} {
+		if strings.Contains(name, c.has) {
+			return c.class
+		}
+	}
+	return ""
 }
 
 // Run sends every row of the table to d and checks its answer: a refusal's status and reason with
@@ -158,6 +214,9 @@ func Run(t *testing.T, d Door) {
 	for _, row := range Rows() {
 		t.Run(row.Name, func(t *testing.T) {
 			t.Helper()
+			if row.Class == "" {
+				t.Errorf("row %q names no advisory or bug class", row.Name)
+			}
 			before, _, _ := d.Received()
 			status, reason := d.Send(t, d.Request(row.Method, row.Target, row.Extra...)+row.Body)
 			after, path, h := d.Received()
