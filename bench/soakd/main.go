@@ -102,6 +102,7 @@ type soak struct {
 	rootPool *x509.CertPool
 
 	mu         sync.Mutex
+	sent       int64 // load requests started (the old-cookie probes aside)
 	ok         int64
 	expected   map[string]int64
 	unexpected map[string]int64
@@ -248,56 +249,74 @@ func (s *soak) every(ctx context.Context, first, period time.Duration, fn func(c
 }
 
 // drive sends rate/2 requests a second through one door until ctx ends: every tenth is 64 KiB,
-// every twentieth on a new connection. At most 64 are in flight per door; a tick that finds
-// them all busy is skipped and counted.
+// every twentieth on a new connection. The rate holds on a busy machine: a late tick sends what
+// fell due since the last one (at most a second's worth; older ones are skipped and counted).
+// At most 64 are in flight per door; a request that finds them all busy is skipped and counted.
 func (s *soak) drive(ctx context.Context, doorName string) {
-	per := time.Second / time.Duration(s.cfg.rate/2)
+	perSecond := s.cfg.rate / 2
+	per := time.Second / time.Duration(perSecond)
 	t := time.NewTicker(per)
 	defer t.Stop()
 	sem := make(chan struct{}, 64)
-	for i := 0; ; i++ {
+	start := time.Now()
+	for i := 0; ; {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		path := "/c/" + consoleID + "/small"
-		if i%10 == 5 {
-			path = "/c/" + consoleID + "/big"
+		due := int(time.Since(start) / per)
+		if late := due - i; late > perSecond {
+			s.skipN(doorName+": generator behind (CPU)", int64(late-perSecond))
+			i = due - perSecond
 		}
-		fresh := i%20 == 0
-		var client *http.Client
-		var base string
-		var dev *device
-		if doorName == "loopback" {
-			client, base = s.loopKeep, "http://"+s.cfg.loopback
-			if fresh {
-				client = s.loopFresh
-			}
-		} else {
-			dev = s.dev.Load()
-			if dev == nil {
-				s.skip("reach: no device while re-pairing")
-				continue
-			}
-			client, base = dev.keep, "https://"+s.cfg.door
-			if fresh {
-				client = dev.fresh
-			}
+		for ; i < due; i++ {
+			s.send(doorName, i, sem)
 		}
-		select {
-		case sem <- struct{}{}:
-		default:
-			s.skip(doorName + ": 64 requests in flight")
-			continue
-		}
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			defer func() { <-sem }()
-			s.request(doorName, client, base+path, dev)
-		}()
 	}
+}
+
+// send starts request number i through one door, unless its 64 slots are busy.
+func (s *soak) send(doorName string, i int, sem chan struct{}) {
+	path := "/c/" + consoleID + "/small"
+	if i%10 == 5 {
+		path = "/c/" + consoleID + "/big"
+	}
+	fresh := i%20 == 0
+	var client *http.Client
+	var base string
+	var dev *device
+	if doorName == "loopback" {
+		client, base = s.loopKeep, "http://"+s.cfg.loopback
+		if fresh {
+			client = s.loopFresh
+		}
+	} else {
+		dev = s.dev.Load()
+		if dev == nil {
+			s.skip("reach: no device while re-pairing")
+			return
+		}
+		client, base = dev.keep, "https://"+s.cfg.door
+		if fresh {
+			client = dev.fresh
+		}
+	}
+	select {
+	case sem <- struct{}{}:
+	default:
+		s.skip(doorName + ": 64 requests in flight")
+		return
+	}
+	s.mu.Lock()
+	s.sent++
+	s.mu.Unlock()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer func() { <-sem }()
+		s.request(doorName, client, base+path, dev)
+	}()
 }
 
 // request sends one GET and judges its outcome.
@@ -371,7 +390,12 @@ func (s *soak) expect(kind string) {
 	s.expected[kind]++
 	s.mu.Unlock()
 }
-func (s *soak) skip(kind string) { s.mu.Lock(); s.skipped[kind]++; s.mu.Unlock() }
+func (s *soak) skip(kind string) { s.skipN(kind, 1) }
+func (s *soak) skipN(kind string, n int64) {
+	s.mu.Lock()
+	s.skipped[kind] += n
+	s.mu.Unlock()
+}
 func (s *soak) fail(kind, example string) {
 	s.mu.Lock()
 	s.unexpected[kind]++
@@ -671,25 +695,28 @@ func (s *soak) summary() int {
 	elapsed := time.Since(s.start)
 	fmt.Printf("\nsoak summary after %s (%d devices paired, %d console restarts):\n",
 		elapsed.Round(time.Second), s.pairs, len(s.restarts))
-	fmt.Printf("  requests ok: %d (%.0f/s)\n", s.ok, float64(s.ok)/elapsed.Seconds())
+	fmt.Printf("  requests sent: %d (%.0f/s), ok: %d\n", s.sent, float64(s.sent)/elapsed.Seconds(), s.ok)
 	printKinds("  expected failures", s.expected)
 	printKinds("  skipped ticks (not sent)", s.skipped)
 	printKinds("  UNEXPECTED errors", s.unexpected)
 	for _, e := range s.examples {
 		fmt.Printf("    %s\n", e)
 	}
+	// Every pairing runs scrypt (128 MiB) in fleet, and Go's heap goal stays that high until the
+	// next collections: RSS is a sawtooth that returns to its floor within a couple of minutes.
+	// The mean says what an operator sees; the floor (lowest sample) is what a leak would raise.
 	first, last := s.window(0, time.Minute), s.window(elapsed-time.Minute, elapsed+time.Minute)
-	if first.rss > 0 && last.rss > 0 {
-		growth := last.rss - first.rss
-		fmt.Printf("  fleet RSS: first minute mean %d KiB, last minute mean %d KiB: growth %+d KiB (%+.1f%%)\n",
-			first.rss, last.rss, growth, 100*float64(growth)/float64(first.rss))
-		fmt.Printf("  fleet open fds: first minute mean %d, last minute mean %d\n", first.fds, last.fds)
+	if first.n > 0 && last.n > 0 {
+		fmt.Printf("  fleet RSS, first minute vs last minute: mean %d -> %d KiB (%+d KiB, %+.1f%%), floor %d -> %d KiB (%+d KiB)\n",
+			first.rss, last.rss, last.rss-first.rss, 100*float64(last.rss-first.rss)/float64(first.rss),
+			first.min, last.min, last.min-first.min)
+		fmt.Printf("  fleet open fds, first minute vs last minute: mean %d -> %d\n", first.fds, last.fds)
 	}
-	var peak int64
-	for _, sm := range s.samples {
-		peak = max(peak, sm.rss)
+	h1, h2 := s.window(0, elapsed/2), s.window(elapsed/2, elapsed+time.Minute)
+	if h1.n > 0 && h2.n > 0 {
+		fmt.Printf("  fleet RSS floor, first half vs second half: %d -> %d KiB (%+d KiB); peak %d KiB\n",
+			h1.min, h2.min, h2.min-h1.min, max(h1.max, h2.max))
 	}
-	fmt.Printf("  fleet RSS peak (of the samples): %d KiB\n", peak)
 	if cpu := s.cpuSeconds(); cpu >= 0 {
 		fmt.Printf("  fleet CPU: %.1f s in %s (%.0f%% of one core)\n", cpu, elapsed.Round(time.Second), 100*cpu/elapsed.Seconds())
 	}
@@ -701,20 +728,28 @@ func (s *soak) summary() int {
 	return 0
 }
 
-// window is the mean of the samples taken in [from, to).
-func (s *soak) window(from, to time.Duration) sample {
-	var n, rss, fds int64
+// stats are the samples taken in a window: their count, mean RSS and fds, lowest and highest RSS.
+type stats struct{ n, rss, fds, min, max int64 }
+
+// window sums up the samples taken in [from, to).
+func (s *soak) window(from, to time.Duration) stats {
+	var st stats
 	for _, sm := range s.samples {
 		if sm.at >= from && sm.at < to && sm.rss > 0 {
-			n++
-			rss += sm.rss
-			fds += sm.fds
+			if st.n == 0 || sm.rss < st.min {
+				st.min = sm.rss
+			}
+			st.max = max(st.max, sm.rss)
+			st.n++
+			st.rss += sm.rss
+			st.fds += sm.fds
 		}
 	}
-	if n == 0 {
-		return sample{}
+	if st.n > 0 {
+		st.rss /= st.n
+		st.fds /= st.n
 	}
-	return sample{rss: rss / n, fds: fds / n}
+	return st
 }
 
 func printKinds(title string, m map[string]int64) {
