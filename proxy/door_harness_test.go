@@ -21,6 +21,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/phase-console/fleet/internal/rawhttp"
+
 	"github.com/phase-console/fleet/contract"
 	"github.com/phase-console/fleet/internal/testlog"
 )
@@ -245,21 +247,7 @@ func (d *testDoor) rawMany(req string, n int) []response {
 	d.rejectedBefore, d.lastExchange = len(d.logs.Events(EventRejected)), n
 	conn := d.dial()
 	defer conn.Close()
-	if _, err := io.WriteString(conn, crlf(req)); err != nil {
-		d.t.Fatal(err)
-	}
-	br := bufio.NewReader(conn)
-	var out []response
-	for i := 0; i < n; i++ {
-		resp, err := http.ReadResponse(br, nil)
-		if err != nil {
-			d.t.Fatalf("reading response %d: %v", i+1, err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		out = append(out, response{status: resp.StatusCode, reason: resp.Header.Get("X-Fleet-Reason"), header: resp.Header, body: string(body)})
-	}
-	return out
+	return toResponses(rawhttp.Exchange(d.t, conn, req, n))
 }
 
 // rawAs writes req from another goroutine (the door may answer and close before all of it is
@@ -323,21 +311,6 @@ func waitFor(t *testing.T, ch <-chan struct{}, what string) {
 	}
 }
 
-// requestLine returns the method and the request-target of a raw request.
-func requestLine(req string) (method, target string) {
-	line, _, _ := strings.Cut(req, "\n")
-	f := strings.Fields(line)
-	if len(f) < 2 {
-		return "", ""
-	}
-	return f[0], f[1]
-}
-
-// crlf turns "\n" line ends into "\r\n" (leaving existing "\r\n" alone).
-func crlf(s string) string {
-	return strings.ReplaceAll(strings.ReplaceAll(s, "\r\n", "\n"), "\n", "\r\n")
-}
-
 // serveReq is a request as Tailscale Serve sends it for alice, with extra header lines.
 func serveReq(method, path string, extra ...string) string {
 	var b strings.Builder
@@ -348,41 +321,6 @@ func serveReq(method, path string, extra ...string) string {
 	}
 	b.WriteString("\n")
 	return b.String()
-}
-
-// hasFolded reports whether h holds a header whose folded name is that of name.
-func hasFolded(h http.Header, name string) bool {
-	f := foldForTest(name)
-	for k := range h {
-		if foldForTest(k) == f {
-			return true
-		}
-	}
-	return false
-}
-
-// foldedValues returns the values of every header in h whose folded name is that of name.
-func foldedValues(h http.Header, name string) []string {
-	var out []string
-	f := foldForTest(name)
-	for k, v := range h {
-		if foldForTest(k) == f {
-			out = append(out, v...)
-		}
-	}
-	return out
-}
-
-// foldForTest folds a header name as SPEC S3 says, written out again so that the tests do not
-// trust the folding they test.
-func foldForTest(s string) string {
-	b := []byte(strings.ToLower(s))
-	for i, c := range b {
-		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9') {
-			b[i] = '-'
-		}
-	}
-	return string(b)
 }
 
 // wantRefused checks a refusal: status, reason, one fleet.rejected log line with that reason, and
@@ -509,4 +447,22 @@ func (g *gateConsole) serve(w http.ResponseWriter, r *http.Request) {
 	default:
 		http.NotFound(w, r)
 	}
+}
+
+// The raw-request helpers every door's tests share (internal/rawhttp).
+var (
+	crlf         = rawhttp.CRLF
+	requestLine  = rawhttp.RequestLine
+	foldForTest  = rawhttp.Fold
+	hasFolded    = rawhttp.HasFolded
+	foldedValues = rawhttp.FoldedValues
+)
+
+// toResponses is what rawhttp read, in this harness's shape.
+func toResponses(rs []rawhttp.Response) []response {
+	out := make([]response, len(rs))
+	for i, r := range rs {
+		out[i] = response{status: r.Status, reason: r.Reason, header: r.Header, body: r.Body}
+	}
+	return out
 }

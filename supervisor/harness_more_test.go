@@ -62,16 +62,6 @@ func (d *door) addConsole(t *testing.T, id string) *echoConsole {
 	return e
 }
 
-// requestLine returns the method and the request-target of a raw request.
-func requestLine(req string) (method, target string) {
-	line, _, _ := strings.Cut(req, "\n")
-	f := strings.Fields(line)
-	if len(f) < 2 {
-		return "", ""
-	}
-	return f[0], f[1]
-}
-
 // wantRejected sends req and checks the refusal (wantRefused: status, reason, console saw nothing)
 // and its log line (S11): exactly one new fleet.rejected line, with the reason, the method, the
 // path without its query, and the peer.

@@ -5,7 +5,6 @@ package supervisor
 // record what reached them, and raw requests written as bytes over net.Dial.
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -20,13 +19,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/phase-console/fleet/internal/state"
-	"github.com/phase-console/fleet/internal/testlog"
+	"github.com/phase-console/fleet/internal/rawhttp"
+
 	"tailscale.com/client/local"
 	"tailscale.com/client/tailscale/apitype"
 	"tailscale.com/ipn"
 	"tailscale.com/ipn/ipnstate"
 	"tailscale.com/tailcfg"
+
+	"github.com/phase-console/fleet/internal/state"
+	"github.com/phase-console/fleet/internal/testlog"
 )
 
 const (
@@ -318,26 +320,7 @@ func (d *door) rawMany(req string, n int) []response {
 	}
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.WriteString(conn, crlf(req)); err != nil {
-		d.t.Fatal(err)
-	}
-	br := bufio.NewReader(conn)
-	var out []response
-	for i := 0; i < n; i++ {
-		resp, err := http.ReadResponse(br, nil)
-		if err != nil {
-			d.t.Fatalf("reading response %d: %v", i+1, err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		out = append(out, response{status: resp.StatusCode, reason: resp.Header.Get("X-Fleet-Reason"), header: resp.Header, body: string(body)})
-	}
-	return out
-}
-
-// crlf turns "\n" line ends into "\r\n" (leaving existing "\r\n" alone).
-func crlf(s string) string {
-	return strings.ReplaceAll(strings.ReplaceAll(s, "\r\n", "\n"), "\n", "\r\n")
+	return toResponses(rawhttp.Exchange(d.t, conn, req, n))
 }
 
 // serveReq is a request as Tailscale Serve sends it for alice, with extra header lines.
@@ -350,39 +333,6 @@ func serveReq(method, path string, extra ...string) string {
 	}
 	b.WriteString("\n")
 	return b.String()
-}
-
-// hasFolded reports whether h holds a header whose folded name is that of name.
-func hasFolded(h http.Header, name string) bool {
-	f := foldForTest(name)
-	for k := range h {
-		if foldForTest(k) == f {
-			return true
-		}
-	}
-	return false
-}
-
-// foldedValues returns the values of every header in h whose folded name is that of name.
-func foldedValues(h http.Header, name string) []string {
-	var out []string
-	f := foldForTest(name)
-	for k, v := range h {
-		if foldForTest(k) == f {
-			out = append(out, v...)
-		}
-	}
-	return out
-}
-
-func foldForTest(s string) string {
-	b := []byte(strings.ToLower(s))
-	for i, c := range b {
-		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9') {
-			b[i] = '-'
-		}
-	}
-	return string(b)
 }
 
 // wantRefused checks a refusal: status, reason, one fleet.rejected log line with that reason, and
@@ -430,3 +380,21 @@ func (d *door) wantForwarded(t *testing.T, r response, before int, login, path s
 
 // syncBuffer is the tests' log sink.
 type syncBuffer = testlog.Buffer
+
+// The raw-request helpers every door's tests share (internal/rawhttp).
+var (
+	crlf         = rawhttp.CRLF
+	requestLine  = rawhttp.RequestLine
+	foldForTest  = rawhttp.Fold
+	hasFolded    = rawhttp.HasFolded
+	foldedValues = rawhttp.FoldedValues
+)
+
+// toResponses is what rawhttp read, in this harness's shape.
+func toResponses(rs []rawhttp.Response) []response {
+	out := make([]response, len(rs))
+	for i, r := range rs {
+		out[i] = response{status: r.Status, reason: r.Reason, header: r.Header, body: r.Body}
+	}
+	return out
+}

@@ -1,0 +1,93 @@
+// Package rawhttp is, for tests only, what the doors' raw-request tests share: writing a request
+// as raw bytes, reading the answers, and looking at headers under any S3 spelling without trusting
+// the folding under test. Product code never imports it.
+package rawhttp
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// CRLF turns "\n" line ends into "\r\n" (leaving existing "\r\n" alone), so tests can write
+// requests with plain newlines.
+func CRLF(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "\r\n", "\n"), "\n", "\r\n")
+}
+
+// RequestLine returns the method and the request-target of a raw request.
+func RequestLine(req string) (method, target string) {
+	line, _, _ := strings.Cut(req, "\n")
+	f := strings.Fields(line)
+	if len(f) < 2 {
+		return "", ""
+	}
+	return f[0], f[1]
+}
+
+// A Response is one answer as read off the wire.
+type Response struct {
+	Status int
+	Reason string // X-Fleet-Reason
+	Header http.Header
+	Body   string
+}
+
+// Exchange writes req (line ends as CRLF) on conn, which it does not close, and reads n answers;
+// any failure ends the test.
+func Exchange(t testing.TB, conn net.Conn, req string, n int) []Response {
+	t.Helper()
+	if _, err := io.WriteString(conn, CRLF(req)); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(conn)
+	var out []Response
+	for i := 0; i < n; i++ {
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("reading response %d: %v", i+1, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		out = append(out, Response{Status: resp.StatusCode, Reason: resp.Header.Get("X-Fleet-Reason"), Header: resp.Header, Body: string(body)})
+	}
+	return out
+}
+
+// Fold folds a header name as SPEC S3 says (lower case, every non-alphanumeric to '-'), written
+// out again here so that tests do not trust the folding they test.
+func Fold(s string) string {
+	b := []byte(strings.ToLower(s))
+	for i, c := range b {
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9') {
+			b[i] = '-'
+		}
+	}
+	return string(b)
+}
+
+// HasFolded reports whether h holds a header whose folded name is that of name.
+func HasFolded(h http.Header, name string) bool {
+	f := Fold(name)
+	for k := range h {
+		if Fold(k) == f {
+			return true
+		}
+	}
+	return false
+}
+
+// FoldedValues returns the values of every header in h whose folded name is that of name.
+func FoldedValues(h http.Header, name string) []string {
+	var out []string
+	f := Fold(name)
+	for k, v := range h {
+		if Fold(k) == f {
+			out = append(out, v...)
+		}
+	}
+	return out
+}
