@@ -41,6 +41,7 @@ type idleBody struct {
 	after   AfterFunc
 	ctrl    *http.ResponseController
 	stalled atomic.Bool
+	broken  atomic.Bool // the caller's framing of the body failed (a bad chunk, a short body)
 
 	mu     sync.Mutex // guards timer and closed: Close may come from another goroutine than Read
 	timer  Timer      // started by the first Read
@@ -67,6 +68,9 @@ func (b *idleBody) Read(p []byte) (int, error) {
 		// the caller was silent for the whole window either way).
 		b.stalled.Store(true)
 		return n, ErrBodyStalled
+	}
+	if err != nil && err != io.EOF {
+		b.broken.Store(true)
 	}
 	return n, err
 }

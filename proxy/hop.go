@@ -213,6 +213,15 @@ func (h *Hop) consoleDown(w http.ResponseWriter, r *http.Request, err error) {
 		w.WriteHeader(499)
 		return
 	}
+	if f != nil && f.body != nil && f.body.broken.Load() {
+		// The caller's body broke its own framing (a malformed chunk, a body shorter than its
+		// Content-Length): the console is not down, and the caller's connection cannot be read
+		// any further. (Without this, any caller could have a console shown down at will.)
+		w.Header().Set("Connection", "close")
+		WriteRefusal(w, r, h.log, Refuse(http.StatusBadRequest, "bad-body",
+			"the request body is malformed"), "console", id)
+		return
+	}
 	if errors.Is(err, peercred.ErrOtherUser) {
 		// Someone else's process holds the console's port: nothing was sent to it.
 		WriteRefusal(w, r, h.log, Refuse(http.StatusBadGateway, "console-other-user",

@@ -56,8 +56,14 @@ func WriteRefusal(w http.ResponseWriter, r *http.Request, log *slog.Logger, ref 
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Fleet-Reason", ref.Reason)
-	if ref.Status == http.StatusUnauthorized || ref.Status >= 500 {
-		// Nothing after this answer should ride on the same connection unjudged.
+	switch {
+	case ref.Status == http.StatusBadRequest, ref.Status == http.StatusUnauthorized,
+		ref.Status == http.StatusMisdirectedRequest, ref.Status == http.StatusRequestHeaderFieldsTooLarge,
+		ref.Status >= 500:
+		// The caller wrote what no honest client writes, is not who it must be, or reached the
+		// wrong door (a 421 is to be retried on another connection, RFC 9110): nothing after
+		// this answer rides on the same connection. 403, 404, 405 and 429 keep it, as a
+		// browser's next request on it is judged on its own.
 		h.Set("Connection", "close")
 	}
 	w.WriteHeader(ref.Status)

@@ -59,6 +59,11 @@ type Config struct {
 	Limiter *Limiter
 	Log     *slog.Logger
 	Now     func() time.Time // nil: time.Now
+
+	// wrapListener, for this package's tests only, wraps the door's listener: the attack table
+	// gives accepted connections the peer addresses of sources a loopback socket cannot have
+	// (another /64, an IPv4-mapped address) to test the limiter through the door.
+	wrapListener func(net.Listener) net.Listener
 }
 
 // A Door is the direct-reach door, open and serving on its one address until Close.
@@ -137,6 +142,9 @@ func Open(ctx context.Context, cfg Config) (*Door, error) {
 	if err != nil {
 		auth.Close()
 		return nil, fmt.Errorf("reach: listen on %s: %w", d.listen, err)
+	}
+	if cfg.wrapListener != nil {
+		ln = cfg.wrapListener(ln)
 	}
 	d.auth, d.ln = auth, ln
 	if d.cfg.Pairing == nil && d.cfg.PairingFor != nil {

@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"net"
 	"net/http"
 	"testing"
 
@@ -35,4 +36,39 @@ func (r rulesDoor) Received() (int, string, http.Header) {
 	}
 	last := e.reqs[len(e.reqs)-1]
 	return len(e.reqs), last.Path, last.Header
+}
+
+// TestWireRules_S3_S5e_S7_S8_S9_S10: the wire rows of the attack table (smuggling, pipelining,
+// Expect, Host forms, exhaustion, tailscaled's own forwards, the bearer compared), through the
+// loopback door's own listener.
+func TestWireRules_S3_S5e_S7_S8_S9_S10(t *testing.T) {
+	doorrules.RunWire(t, rulesDoor{startDoor(t)})
+}
+
+func (r rulesDoor) Kind() string               { return doorrules.Loopback }
+func (r rulesDoor) Host() string               { return tsName }
+func (r rulesDoor) Addr() string               { return r.d.addr }
+func (r rulesDoor) Dial(t *testing.T) net.Conn { return r.d.dial(t) }
+func (r rulesDoor) Credential() string         { return r.d.token }
+func (r rulesDoor) SetForwardable(t *testing.T, on bool) {
+	r.d.setTailscaled(t, func(f *fakeTailnet) { f.runSSH = on })
+}
+
+func (r rulesDoor) Paths() []string {
+	e := r.d.alpha
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	paths := make([]string, len(e.reqs))
+	for i, s := range e.reqs {
+		paths[i] = s.Path
+	}
+	return paths
+}
+
+// WithCredential is a local caller's request to the API with secret as its bearer.
+func (r rulesDoor) WithCredential(secret string) string {
+	if secret == "" {
+		return r.d.localReq("GET", "/fleet/v1/consoles", "")
+	}
+	return r.d.localReq("GET", "/fleet/v1/consoles", "", "Authorization: Bearer "+secret)
 }
