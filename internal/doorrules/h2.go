@@ -228,6 +228,9 @@ func H2Rows() []H2Row {
 		{Name: "S4 h2 x-forwarded-for", Class: classH2Identity, Fields: get(x, "x-forwarded-for: 1.2.3.4", "x-forwarded-host: evil.example"),
 			Status: 200, Path: "/x", Unseen: []string{"1.2.3.4"}},
 		h2forwarded("S4 h2 forwarded", classH2Identity, get(x, "forwarded: for=1.2.3.4;host=evil.example"), "/x", "Forwarded"),
+		{Name: "S4 h2 x-forwarded-proto and -prefix", Class: classH2Identity,
+			Fields: get(x, "x-forwarded-proto: http", "x-forwarded-prefix: /c/other"),
+			Status: 200, Path: "/x", Unseen: []string{"/c/other"}, Seen: []string{"X-Forwarded-Proto: https"}},
 		h2forwarded("S4 h2 authorization", classH2Identity, get(x, "authorization: Bearer stolen"), "/x", "Authorization"),
 
 		// S6, S9: no tunnel, no method that echoes, no HTTP/1.1 framing smuggled in a field.
