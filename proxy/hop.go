@@ -80,14 +80,14 @@ func NewHop(log *slog.Logger, down DownMarker, dial DialFunc) *Hop {
 		// Idle ones go after IdleConnTimeout.
 		MaxIdleConns:          4 * maxIdlePerConsole,
 		MaxIdleConnsPerHost:   maxIdlePerConsole,
-		IdleConnTimeout:       30 * time.Second,
+		IdleConnTimeout:       idleConnTimeout,
 		ResponseHeaderTimeout: 0, // consoles may stream (SSE) or think long; the caller's idle timeouts bound it
 		ExpectContinueTimeout: time.Second,
 		DisableCompression:    true,
 	}
 	h.rp = &httputil.ReverseProxy{
 		Rewrite:   h.rewrite,
-		Transport: transport,
+		Transport: &leanTransport{full: transport, dial: dial, maxIdle: maxIdlePerConsole, idleTimeout: idleConnTimeout},
 		// ReverseProxy flushes every write of a text/event-stream response and of one without
 		// a Content-Length (a stream of unknown length), whatever this says (S9). Any other
 		// response is written through net/http's buffer and flushed at least this often, so
@@ -104,6 +104,7 @@ func NewHop(log *slog.Logger, down DownMarker, dial DialFunc) *Hop {
 
 const (
 	maxIdlePerConsole = 256
+	idleConnTimeout   = 30 * time.Second
 	flushInterval     = 50 * time.Millisecond
 	copyBufferSize    = 32 << 10
 )
@@ -179,6 +180,9 @@ func (h *Hop) rewrite(pr *httputil.ProxyRequest) {
 
 	ScrubIdentity(out.Header) // S4
 	out.Trailer = nil         // S3: request trailers are never forwarded
+	// The door answered the caller's Expect: 100-continue itself (net/http sends the 100 when
+	// the hop first reads the body); passed on, the console would send a second 100 of its own.
+	delete(out.Header, "Expect")
 
 	// ScrubIdentity removed every spelling of these names, so assigning is setting. The six
 	// values share one backing array (Header.Set would allocate one each); each is capped at

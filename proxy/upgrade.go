@@ -460,7 +460,7 @@ func (h *Hop) Close() error {
 	if h.rp == nil {
 		return nil
 	}
-	if t, ok := h.rp.Transport.(*http.Transport); ok {
+	if t, ok := h.rp.Transport.(interface{ CloseIdleConnections() }); ok {
 		t.CloseIdleConnections()
 	}
 	return nil
