@@ -33,7 +33,10 @@ const loadWait = 90 * time.Second
 //
 // The console's grace runs on a fake clock that stands still while the load runs, so every
 // rotation is inside its 10 s grace (C1) however slow the machine is; only the end of the test
-// moves the clock past it. Both followers of the token file are driven in both orders: on even
+// moves the clock past it. The clock stands an hour before the rotations' mtimes, so the file's
+// age is taken as zero and each grace runs its full 10 s from the moment the console saw the
+// rotation (that a late-seen rotation's grace is shortened by the file's age is
+// TestGraceCountsFromRotation_C1's, in package console). Both followers of the token file are driven in both orders: on even
 // rotations the console sees the new token first (a request that carries it makes the console
 // re-read the file) while the supervisor still sends the old one; on odd rotations the
 // supervisor is made to move first (unless the console's own poll got there). Their own 1 s
