@@ -87,7 +87,7 @@ func NewHop(log *slog.Logger, down DownMarker, dial DialFunc) *Hop {
 	}
 	h.rp = &httputil.ReverseProxy{
 		Rewrite:   h.rewrite,
-		Transport: &leanTransport{full: transport, dial: dial, maxIdle: maxIdlePerConsole, idleTimeout: idleConnTimeout},
+		Transport: transport,
 		// ReverseProxy flushes every write of a text/event-stream response and of one without
 		// a Content-Length (a stream of unknown length), whatever this says (S9). Any other
 		// response is written through net/http's buffer and flushed at least this often, so
