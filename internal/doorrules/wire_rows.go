@@ -21,7 +21,7 @@ var (
 
 // WireRows is the wire table, every row independent of the others.
 func WireRows() []WireRow {
-	return slicesConcat(hostRows(), framingRows(), exhaustionRows(), limitRows(), forwardRows(), credentialRows())
+	return slicesConcat(hostRows(), originRows(), framingRows(), exhaustionRows(), limitRows(), forwardRows(), credentialRows())
 }
 
 func slicesConcat(parts ...[]WireRow) []WireRow {
@@ -133,6 +133,71 @@ func mustLimited(t *testing.T, d WireDoor) LimitedDoor {
 		t.Fatalf("the %s door is not a LimitedDoor", d.Kind())
 	}
 	return l
+}
+
+// ---- Origins that look like the door's own (S12) ---------------------------------------------
+
+const lookAlikeClass = "cross-site request forgery from an origin that looks like the door's own (suffix, scheme, port, userinfo, lists)"
+
+// originRows are Origins built from the door's own, https://<Host>, each a different origin
+// (RFC 6454), on a POST, a fetch and a WebSocket upgrade; and the door's own, forwarded.
+func originRows() []WireRow {
+	crossOrigin := Answer{http.StatusForbidden, "cross-origin"}
+	lookAlikes := []struct {
+		name   string
+		origin func(own string) string
+	}{
+		{"a suffix", func(own string) string { n, p := splitHost(own); return "https://" + n + ".evil.example" + p }},
+		{"a prefix", func(own string) string { return "https://evil" + own }},
+		{"plain http", func(own string) string { return "http://" + own }},
+		{"another port", func(own string) string { n, _ := splitHost(own); return "https://" + n + ":8443" }},
+		{"userinfo", func(own string) string { return "https://" + own + "@evil.example" }},
+		{"a path", func(own string) string { return "https://" + own + "/" }},
+		{"a list", func(own string) string { return "https://" + own + " https://evil.example" }},
+		{"a trailing dot", func(own string) string { n, p := splitHost(own); return "https://" + n + "." + p }},
+	}
+	var rows []WireRow
+	for _, la := range lookAlikes {
+		for _, kind := range []struct {
+			name  string
+			build func(d WireDoor, origin string) string
+		}{
+			{"POST", func(d WireDoor, o string) string {
+				return d.Request("POST", c+"/x", "Origin: "+o, "Content-Type: text/plain", "Content-Length: 2") + "hi"
+			}},
+			{"fetch", func(d WireDoor, o string) string {
+				return d.Request("GET", c+"/x", "Origin: "+o, "Sec-Fetch-Mode: cors", "Sec-Fetch-Site: cross-site")
+			}},
+			{"WebSocket", func(d WireDoor, o string) string {
+				return d.Request("GET", c+"/ws", append([]string{"Origin: " + o}, ws...)...)
+			}},
+		} {
+			rows = append(rows, one("S12 look-alike Origin, "+la.name+", "+kind.name, lookAlikeClass, func(d WireDoor) string {
+				return kind.build(d, la.origin(d.Host()))
+			}, []Answer{crossOrigin}))
+		}
+	}
+	rows = append(rows, one("S12 the door's own Origin, fetch", lookAlikeClass, func(d WireDoor) string {
+		return d.Request("GET", c+"/x", "Origin: https://"+d.Host(), "Sec-Fetch-Mode: cors", "Sec-Fetch-Site: same-origin")
+	}, []Answer{ok}, "/x"))
+	rows = append(rows, WireRow{Name: "S6 Connection names the hop's headers on an upgrade", Class: "hop-by-hop header abuse on the upgrade path: Connection naming a header the proxy relies on",
+		Run: func(t *testing.T, d WireDoor) {
+			n := len(d.Paths())
+			conn := d.Dial(t)
+			defer conn.Close()
+			up := append([]string{"Connection: Upgrade, X-Forwarded-For, X-Forwarded-Prefix, X-Forwarded-Host"}, ws[1:]...)
+			if a := answerOne(t, conn, d.Request("GET", c+"/ws", up...)); a.Status != http.StatusSwitchingProtocols {
+				t.Fatalf("the upgrade: %v, want 101", a)
+			}
+			wantSeen(t, d, n, "/ws")
+			_, _, h := d.Received()
+			for _, name := range []string{"X-Forwarded-For", "X-Forwarded-Prefix", "X-Forwarded-Host", "X-Phase-Console-Fleet", "X-Phase-Console-Fleet-Login"} {
+				if got := values(h, name); len(got) != 1 || got[0] == "" {
+					t.Errorf("the console saw %s %q on the upgrade, want the hop's one value", name, got)
+				}
+			}
+		}})
+	return rows
 }
 
 // ---- framing: smuggling, pipelining, Expect (S3, S7) -----------------------------------------
