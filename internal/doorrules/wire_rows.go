@@ -126,13 +126,17 @@ func hostRows() []WireRow {
 	return rows
 }
 
-func mustLimited(t *testing.T, d WireDoor) LimitedDoor {
+func mustLimited(t *testing.T, d WireDoor) LimitedDoor { return must[LimitedDoor](t, d) }
+
+// must is d as the door a row needs: a row that names d's kind and needs what d is not fails, so
+// that a door cannot drop a row by dropping a method.
+func must[T any](t *testing.T, d WireDoor) T {
 	t.Helper()
-	l, ok := d.(LimitedDoor)
+	v, ok := any(d).(T)
 	if !ok {
-		t.Fatalf("the %s door is not a LimitedDoor", d.Kind())
+		t.Fatalf("the %s door is not a %T", d.Kind(), (*T)(nil))
 	}
-	return l
+	return v
 }
 
 // ---- Origins that look like the door's own (S12) ---------------------------------------------
@@ -461,14 +465,7 @@ func forwardRows() []WireRow {
 	}
 }
 
-func mustForwardable(t *testing.T, d WireDoor) ForwardableDoor {
-	t.Helper()
-	f, ok := d.(ForwardableDoor)
-	if !ok {
-		t.Fatalf("the %s door is not a ForwardableDoor", d.Kind())
-	}
-	return f
-}
+func mustForwardable(t *testing.T, d WireDoor) ForwardableDoor { return must[ForwardableDoor](t, d) }
 
 // answerOne writes req on conn and reads one answer, leaving conn open; the door must answer it
 // without a body, so that nothing of the connection is left in a reader.
@@ -505,10 +502,7 @@ func credentialRows() []WireRow {
 	var rows []WireRow
 	for _, w := range wrong {
 		rows = append(rows, WireRow{Name: "S8 R9 secret " + w.name, Class: timingClass, Run: func(t *testing.T, d WireDoor) {
-			cd, ok := d.(CredentialDoor)
-			if !ok {
-				t.Fatalf("the %s door is not a CredentialDoor", d.Kind())
-			}
+			cd := must[CredentialDoor](t, d)
 			secret := cd.Credential()
 			bad := w.f(secret)
 			if bad == secret {
