@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/phase-console/fleet/internal/echoconsole"
 	"github.com/phase-console/fleet/internal/rawhttp"
 
 	"github.com/phase-console/fleet/contract"
@@ -34,83 +35,19 @@ const (
 )
 
 // seen is one request as a console received it.
-type seen struct {
-	Method     string
-	RequestURI string
-	Path       string
-	Host       string
-	Header     http.Header
-	Trailer    http.Header
-	Body       string
+type seen = echoconsole.Request
+
+// echoConsole records every request that reaches it (internal/echoconsole): /sse streams three
+// events, a WebSocket upgrade echoes lines, anything else answers "echo <path>".
+type echoConsole struct{ *echoconsole.Console }
+
+func newEchoConsole(t testing.TB, opts ...echoconsole.Option) *echoConsole {
+	return &echoConsole{echoconsole.New(t, opts...)}
 }
 
-// echoConsole records every request that reaches it; /sse streams three events, a WebSocket
-// upgrade echoes one line.
-type echoConsole struct {
-	ln   net.Listener
-	mu   sync.Mutex
-	reqs []seen
-}
-
-func newEchoConsole(t testing.TB) *echoConsole {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &echoConsole{ln: ln}
-	srv := &http.Server{Handler: http.HandlerFunc(e.serve)}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-	return e
-}
-
-func (e *echoConsole) addr() string { return e.ln.Addr().String() }
-
-func (e *echoConsole) serve(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(r.Body)
-	s := seen{Method: r.Method, RequestURI: r.RequestURI, Path: r.URL.Path, Host: r.Host,
-		Header: r.Header.Clone(), Trailer: r.Trailer.Clone(), Body: string(body)}
-	e.mu.Lock()
-	e.reqs = append(e.reqs, s)
-	e.mu.Unlock()
-	switch {
-	case r.URL.Path == "/sse":
-		w.Header().Set("Content-Type", "text/event-stream")
-		for i := 0; i < 3; i++ {
-			fmt.Fprintf(w, "data: tick %d\n\n", i)
-			w.(http.Flusher).Flush()
-		}
-	case strings.EqualFold(r.Header.Get("Upgrade"), "websocket"):
-		conn, brw, err := http.NewResponseController(w).Hijack()
-		if err != nil {
-			return
-		}
-		defer conn.Close()
-		brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
-		brw.Flush()
-		line, _ := brw.ReadString('\n')
-		brw.WriteString("echo:" + line)
-		brw.Flush()
-	default:
-		w.Header().Set("Content-Type", "text/plain")
-		fmt.Fprintf(w, "echo %s", r.URL.Path)
-	}
-}
-
-func (e *echoConsole) last() (seen, bool) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if len(e.reqs) == 0 {
-		return seen{}, false
-	}
-	return e.reqs[len(e.reqs)-1], true
-}
-
-func (e *echoConsole) count() int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return len(e.reqs)
-}
+func (e *echoConsole) addr() string       { return e.Addr() }
+func (e *echoConsole) count() int         { return e.Count() }
+func (e *echoConsole) last() (seen, bool) { return e.Last() }
 
 // standIn is a door's own rules, as the harness plays them: Host is admitted when it is
 // tsName or a loopback name (else 421 host); every caller is alice at aliceIP, unless refuse is

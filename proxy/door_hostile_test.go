@@ -10,9 +10,10 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/phase-console/fleet/internal/echoconsole"
 )
 
 // rtTry writes req on a fresh connection and reads up to n responses; it stops at the first read
@@ -43,43 +44,14 @@ func (d *testDoor) rtTry(req string, n int, wait time.Duration) ([]response, err
 }
 
 // rtSeen returns what alpha saw since before.
-func (d *testDoor) rtSeen(before int) []seen {
-	d.alpha.mu.Lock()
-	defer d.alpha.mu.Unlock()
-	return append([]seen(nil), d.alpha.reqs[before:]...)
-}
+func (d *testDoor) rtSeen(before int) []seen { return d.alpha.Since(before) }
 
-// rtConsole is a console whose handler the test chooses; it records what reached it.
-type rtConsole struct {
-	mu   sync.Mutex
-	reqs []seen
-	addr string
-}
-
-func newRTConsole(t *testing.T, d *testDoor, id string, h func(w http.ResponseWriter, r *http.Request)) *rtConsole {
+// newRTConsole is a console whose handler the test chooses; it records what reached it.
+func newRTConsole(t *testing.T, d *testDoor, id string, h http.HandlerFunc) *echoConsole {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &rtConsole{addr: ln.Addr().String()}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		c.mu.Lock()
-		c.reqs = append(c.reqs, seen{Method: r.Method, Path: r.URL.Path, Host: r.Host, Header: r.Header.Clone(), Body: string(body)})
-		c.mu.Unlock()
-		h(w, r)
-	})}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-	d.setConsole(id, c.addr)
+	c := newEchoConsole(t, echoconsole.Answer(h))
+	d.setConsole(id, c.addr())
 	return c
-}
-
-func (c *rtConsole) count() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.reqs)
 }
 
 // An obs-fold continuation line is joined into the previous header's value: the text of an

@@ -28,12 +28,10 @@ func (r rulesDoor) Send(t *testing.T, raw string) (int, string) {
 }
 
 func (r rulesDoor) Received() (int, string, http.Header) {
-	e := r.d.alpha
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if len(e.reqs) == 0 {
+	reqs := r.d.alpha.All()
+	if len(reqs) == 0 {
 		return 0, "", nil
 	}
-	last := e.reqs[len(e.reqs)-1]
-	return len(e.reqs), last.Path, last.Header
+	last := reqs[len(reqs)-1]
+	return len(reqs), last.Path, last.Header
 }

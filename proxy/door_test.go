@@ -163,7 +163,7 @@ func TestConsoleDownMarked_S8(t *testing.T) {
 	d := startTestDoor(t)
 	gone := newEchoConsole(t)
 	addr := gone.addr()
-	gone.ln.Close()
+	gone.Close()
 	d.setConsole("gone", addr)
 	r := d.raw(serveReq("GET", "/c/gone/x"))
 	if r.status != http.StatusBadGateway || r.reason != "console-down" {

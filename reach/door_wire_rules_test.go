@@ -60,15 +60,7 @@ func (d *testDoor) dialFromPort(port int) *tls.Conn {
 	return conn
 }
 
-func (w wireDoor) Paths() []string {
-	w.d.alpha.mu.Lock()
-	defer w.d.alpha.mu.Unlock()
-	paths := make([]string, len(w.d.alpha.reqs))
-	for i, s := range w.d.alpha.reqs {
-		paths[i] = s.Path
-	}
-	return paths
-}
+func (w wireDoor) Paths() []string { return w.d.alpha.Paths() }
 
 func (w wireDoor) Credential() string {
 	_, cred, _ := strings.Cut(w.cookie, "=")

@@ -19,10 +19,10 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/phase-console/fleet/internal/echoconsole"
 	"github.com/phase-console/fleet/internal/testlog"
 	"github.com/phase-console/fleet/pairing"
 	"github.com/phase-console/fleet/proxy"
@@ -31,71 +31,25 @@ import (
 // waitLimit bounds every wait of these tests: a guard against a hang, never an assertion.
 const waitLimit = 10 * time.Second
 
-type seen struct {
-	Path   string
-	Header http.Header
-}
+// seen is one request as a console received it.
+type seen = echoconsole.Request
 
-// echoConsole records what reaches it. /sse streams an event, then waits for the request to
-// end; a WebSocket upgrade echoes lines until the connection ends.
-type echoConsole struct {
-	ln   net.Listener
-	mu   sync.Mutex
-	reqs []seen
-}
+// echoConsole records what reaches it (internal/echoconsole, held streams): /sse streams an
+// event, then waits for the request to end (a tick at each Tick); a WebSocket upgrade echoes
+// lines until the connection ends.
+type echoConsole struct{ *echoconsole.Console }
 
 func newEchoConsole(t testing.TB) *echoConsole {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &echoConsole{ln: ln}
-	srv := &http.Server{Handler: http.HandlerFunc(e.serve)}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-	return e
+	return &echoConsole{echoconsole.New(t, echoconsole.HeldStreams())}
 }
 
-func (e *echoConsole) serve(w http.ResponseWriter, r *http.Request) {
-	io.Copy(io.Discard, r.Body)
-	e.mu.Lock()
-	e.reqs = append(e.reqs, seen{Path: r.URL.Path, Header: r.Header.Clone()})
-	e.mu.Unlock()
-	switch {
-	case r.URL.Path == "/sse":
-		w.Header().Set("Content-Type", "text/event-stream")
-		fmt.Fprintf(w, "data: hello\n\n")
-		w.(http.Flusher).Flush()
-		<-r.Context().Done()
-	case strings.EqualFold(r.Header.Get("Upgrade"), "websocket"):
-		conn, brw, err := http.NewResponseController(w).Hijack()
-		if err != nil {
-			return
-		}
-		defer conn.Close()
-		brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
-		brw.Flush()
-		for {
-			line, err := brw.ReadString('\n')
-			if err != nil {
-				return
-			}
-			brw.WriteString("echo:" + line)
-			brw.Flush()
-		}
-	default:
-		w.Header().Set("Content-Type", "text/plain")
-		fmt.Fprintf(w, "echo %s", r.URL.Path)
-	}
-}
-
+// received is how many requests reached the console, and the last.
 func (e *echoConsole) received() (int, seen) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if len(e.reqs) == 0 {
+	reqs := e.All()
+	if len(reqs) == 0 {
 		return 0, seen{}
 	}
-	return len(e.reqs), e.reqs[len(e.reqs)-1]
+	return len(reqs), reqs[len(reqs)-1]
 }
 
 type consoleMap map[string]string
@@ -155,7 +109,7 @@ func startTestDoor(t testing.TB, setup ...func(*Config)) *testDoor {
 		Profile:  Profile{Mode: ModeDirect, Listen: freeAddr(t)},
 		TLSDir:   filepath.Join(reachDir, "tls"),
 		Hop:      hop,
-		Consoles: consoleMap{"alpha": alpha.ln.Addr().String()},
+		Consoles: consoleMap{"alpha": alpha.Addr()},
 		Token:    staticToken("fleet-token-for-tests"),
 		Devices:  reg,
 		Log:      log,

@@ -49,8 +49,8 @@ const loadWait = 90 * time.Second
 //     (so the overall count really was full while B went on).
 func TestRevocationUnderLoad_R8_F2(t *testing.T) {
 	const roundsPerStep = 3
-	con := newSeqConsole(t)
-	d := startTestDoor(t, func(c *Config) { c.Consoles = consoleMap{"alpha": con.addr()} })
+	con := newEchoConsole(t)
+	d := startTestDoor(t, func(c *Config) { c.Consoles = consoleMap{"alpha": con.Addr()} })
 	devA, cookieA := d.pair("phone")
 	devB, cookieB := d.pair("tablet")
 	loginA, loginB := devA.Login(), devB.Login()
@@ -100,7 +100,7 @@ func TestRevocationUnderLoad_R8_F2(t *testing.T) {
 	defer wsB.Close()
 	echo("A", wsA, wsBrA, "before")
 	echo("B", wsB, wsBrB, "before")
-	con.tick()
+	con.Tick()
 	tick("A", sseBodyA)
 	tick("B", sseBodyB)
 
@@ -232,7 +232,7 @@ func TestRevocationUnderLoad_R8_F2(t *testing.T) {
 		t.Fatal(err)
 	}
 	revokeDone.Store(true)
-	mark := con.mark()
+	mark := con.Count()
 
 	// A's streams ended with the revocation (R8).
 	fresh := func(conns ...net.Conn) { // each wait below gets its own bound
@@ -263,7 +263,7 @@ func TestRevocationUnderLoad_R8_F2(t *testing.T) {
 	// B's streams are still open and live.
 	fresh(wsB, sseB)
 	echo("B", wsB, wsBrB, "after")
-	con.tick()
+	con.Tick()
 	tick("B", sseBodyB)
 	stopLoad()
 
@@ -273,7 +273,7 @@ func TestRevocationUnderLoad_R8_F2(t *testing.T) {
 	t.Logf("outcomes: %v", tally)
 
 	// What the console received.
-	recs := con.records()
+	recs := seqRecords(con)
 	var aAfterMark, bAfterMark, bSeen int
 	for _, r := range recs {
 		tag := r.path[strings.Index(r.path, "/r/")+1:]
@@ -323,103 +323,20 @@ func TestRevocationUnderLoad_R8_F2(t *testing.T) {
 	}
 }
 
-// seqConsole is a console that records, in the order it received them, each request's path and
-// asserted login with a sequence number. /…/sse/… streams "data: hello", then "data: tick" at each
-// tick, until the request ends; a WebSocket upgrade echoes lines; everything else answers
-// "echo <path>".
-type seqConsole struct {
-	ln    net.Listener
-	mu    sync.Mutex
-	recs  []seqRecord
-	n     int           // ticks so far
-	ticks chan struct{} // closed at the next tick
-}
-
+// seqRecord is one request as the console received it: its sequence number (1, 2, …), path
+// and asserted login.
 type seqRecord struct {
-	seq         int // 1, 2, …
+	seq         int
 	path, login string
 }
 
-func newSeqConsole(t testing.TB) *seqConsole {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+// seqRecords is what c received, in order.
+func seqRecords(c *echoConsole) []seqRecord {
+	var recs []seqRecord
+	for i, r := range c.All() {
+		recs = append(recs, seqRecord{seq: i + 1, path: r.Path, login: r.Header.Get("X-Phase-Console-Fleet-Login")})
 	}
-	c := &seqConsole{ln: ln, ticks: make(chan struct{})}
-	srv := &http.Server{Handler: http.HandlerFunc(c.serve)}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-	return c
-}
-
-func (c *seqConsole) addr() string { return c.ln.Addr().String() }
-
-func (c *seqConsole) serve(w http.ResponseWriter, r *http.Request) {
-	c.mu.Lock()
-	c.recs = append(c.recs, seqRecord{seq: len(c.recs) + 1, path: r.URL.Path, login: r.Header.Get("X-Phase-Console-Fleet-Login")})
-	sent := c.n // a stream sends the ticks from now on
-	c.mu.Unlock()
-	switch {
-	case strings.HasPrefix(r.URL.Path, "/sse/"):
-		w.Header().Set("Content-Type", "text/event-stream")
-		io.WriteString(w, "data: hello\n\n")
-		w.(http.Flusher).Flush()
-		for {
-			c.mu.Lock()
-			n, next := c.n, c.ticks
-			c.mu.Unlock()
-			for ; sent < n; sent++ {
-				io.WriteString(w, "data: tick\n\n")
-				w.(http.Flusher).Flush()
-			}
-			select {
-			case <-r.Context().Done():
-				return
-			case <-next:
-			}
-		}
-	case strings.EqualFold(r.Header.Get("Upgrade"), "websocket"):
-		conn, brw, err := http.NewResponseController(w).Hijack()
-		if err != nil {
-			return
-		}
-		defer conn.Close()
-		brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
-		brw.Flush()
-		for {
-			line, err := brw.ReadString('\n')
-			if err != nil {
-				return
-			}
-			brw.WriteString("echo:" + line)
-			brw.Flush()
-		}
-	default:
-		w.Header().Set("Content-Type", "text/plain")
-		fmt.Fprintf(w, "echo %s", r.URL.Path)
-	}
-}
-
-// tick sends one event on every open SSE stream.
-func (c *seqConsole) tick() {
-	c.mu.Lock()
-	c.n++
-	close(c.ticks)
-	c.ticks = make(chan struct{})
-	c.mu.Unlock()
-}
-
-// mark is the sequence number of the last request received so far.
-func (c *seqConsole) mark() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.recs)
-}
-
-func (c *seqConsole) records() []seqRecord {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]seqRecord(nil), c.recs...)
+	return recs
 }
 
 // dialTLSFrom is testDoor.dialFrom for the load's goroutines: it returns its error.

@@ -277,7 +277,7 @@ func TestConsoleDown_S8(t *testing.T) {
 	if r := d.raw(serveReq("GET", "/c/beta/x")); r.status != http.StatusOK {
 		t.Fatalf("beta before it stops: %d %q", r.status, r.reason)
 	}
-	beta.srv.Close()
+	beta.Close()
 
 	r := d.raw(serveReq("GET", "/c/beta/x"))
 	if r.status != http.StatusBadGateway || r.reason != "console-down" {
@@ -304,7 +304,7 @@ func TestProbeShowsDown_S8(t *testing.T) {
 	if c := listConsoles(t, d); !c["gamma"].Up || !c["alpha"].Up {
 		t.Fatalf("before the probe: gamma up=%v alpha up=%v", c["gamma"].Up, c["alpha"].Up)
 	}
-	gamma.srv.Close()
+	gamma.Close()
 	d.srv.registry.Probe(context.Background(), time.Second)
 	c := listConsoles(t, d)
 	if c["gamma"].Up {

@@ -28,14 +28,12 @@ func (r rulesDoor) Send(t *testing.T, raw string) (int, string) {
 }
 
 func (r rulesDoor) Received() (int, string, http.Header) {
-	e := r.d.alpha
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if len(e.reqs) == 0 {
+	reqs := r.d.alpha.All()
+	if len(reqs) == 0 {
 		return 0, "", nil
 	}
-	last := e.reqs[len(e.reqs)-1]
-	return len(e.reqs), last.Path, last.Header
+	last := reqs[len(reqs)-1]
+	return len(reqs), last.Path, last.Header
 }
 
 // TestWireRules_S3_S5e_S7_S8_S9_S10: the wire rows of the attack table (smuggling, pipelining,
@@ -54,16 +52,7 @@ func (r rulesDoor) SetForwardable(t *testing.T, on bool) {
 	r.d.setTailscaled(t, func(f *fakeTailnet) { f.runSSH = on })
 }
 
-func (r rulesDoor) Paths() []string {
-	e := r.d.alpha
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	paths := make([]string, len(e.reqs))
-	for i, s := range e.reqs {
-		paths[i] = s.Path
-	}
-	return paths
-}
+func (r rulesDoor) Paths() []string { return r.d.alpha.Paths() }
 
 // WithCredential is a local caller's request to the API with secret as its bearer.
 func (r rulesDoor) WithCredential(secret string) string {

@@ -224,7 +224,7 @@ func TestRefusalsLoggedWithoutSecrets_S11(t *testing.T) {
 	}
 	t.Run("S11 console down", func(t *testing.T) {
 		beta := d.addConsole(t, "beta")
-		beta.srv.Close()
+		beta.Close()
 		r := d.raw(serveReq("GET", "/c/beta/x?token="+tok, secret...))
 		if r.status != http.StatusBadGateway || strings.Contains(r.body, tok) {
 			t.Errorf("got %d %q", r.status, r.body)

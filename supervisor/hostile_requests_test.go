@@ -15,11 +15,11 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/phase-console/fleet/console/refconsole"
+	"github.com/phase-console/fleet/internal/echoconsole"
 	"github.com/phase-console/fleet/internal/otheruser"
 )
 
@@ -51,45 +51,16 @@ func (d *door) rtTry(req string, n int, wait time.Duration) ([]response, error) 
 }
 
 // rtSeen returns what alpha saw since before.
-func (d *door) rtSeen(before int) []seen {
-	d.alpha.mu.Lock()
-	defer d.alpha.mu.Unlock()
-	return append([]seen(nil), d.alpha.reqs[before:]...)
-}
+func (d *door) rtSeen(before int) []seen { return d.alpha.Since(before) }
 
-// rtConsole is a console whose handler the test chooses; it records what reached it.
-type rtConsole struct {
-	mu   sync.Mutex
-	reqs []seen
-	addr string
-}
-
-func newRTConsole(t *testing.T, d *door, id string, h func(w http.ResponseWriter, r *http.Request)) *rtConsole {
+// newRTConsole is a console whose handler the test chooses; it records what reached it.
+func newRTConsole(t *testing.T, d *door, id string, h http.HandlerFunc) *echoConsole {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &rtConsole{addr: ln.Addr().String()}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		c.mu.Lock()
-		c.reqs = append(c.reqs, seen{Method: r.Method, Path: r.URL.Path, Host: r.Host, Header: r.Header.Clone(), Body: string(body)})
-		c.mu.Unlock()
-		h(w, r)
-	})}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-	if _, err := d.srv.registry.Put(Console{ID: id, Addr: c.addr, Name: id}); err != nil {
+	c := newEchoConsole(t, echoconsole.Answer(h))
+	if _, err := d.srv.registry.Put(Console{ID: id, Addr: c.addr(), Name: id}); err != nil {
 		t.Fatal(err)
 	}
 	return c
-}
-
-func (c *rtConsole) count() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.reqs)
 }
 
 // ---- S3, S7: smuggling past the judge (the rules of every door: proxy/door_hostile_test.go) ---

@@ -70,9 +70,8 @@ func TestTwoUsersOneConnection_S5(t *testing.T) {
 	if rs[0].status != 200 || rs[1].status != 200 {
 		t.Fatalf("got %d, %d", rs[0].status, rs[1].status)
 	}
-	d.alpha.mu.Lock()
-	defer d.alpha.mu.Unlock()
-	got := []string{d.alpha.reqs[0].Header.Get("X-Phase-Console-Fleet-Login"), d.alpha.reqs[1].Header.Get("X-Phase-Console-Fleet-Login")}
+	reqs := d.alpha.All()
+	got := []string{reqs[0].Header.Get("X-Phase-Console-Fleet-Login"), reqs[1].Header.Get("X-Phase-Console-Fleet-Login")}
 	if got[0] != alice || got[1] != bob {
 		t.Fatalf("logins %q, want alice then bob", got)
 	}
