@@ -216,6 +216,7 @@ func (u *upgradeTransport) RoundTrip(out *http.Request) (*http.Response, error) 
 	if t == nil {
 		return nil, errUpgraded // the hop is closed
 	}
+	DropFleetCookies(res.Header)
 	copyHeader(w.Header(), res.Header)
 	res.Header = w.Header()
 	res.Body = nil // the 101's head only
