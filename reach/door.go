@@ -203,6 +203,7 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		proxy.WriteRefusal(w, r, d.log, ref, "door", "reach")
 		return
 	}
+	mark := d.streams.mark() // before authenticating: a revocation told after it refuses r
 	dev, sent, ok := d.authenticate(r)
 	allowed, wait, end := d.limiter.Admit(src, ok) // R6, before any password work
 	if !allowed {
@@ -217,7 +218,8 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		d.log.Warn("fleet.reach-unknown-device", "peer", r.RemoteAddr)
 	}
 	if ok {
-		r = r.WithContext(context.WithValue(r.Context(), deviceKey{}, dev))
+		ctx := context.WithValue(r.Context(), deviceKey{}, dev)
+		r = r.WithContext(context.WithValue(ctx, markKey{}, mark))
 	}
 	d.router.ServeHTTP(w, r)
 }
