@@ -124,3 +124,19 @@ func DropFleetCookies(h http.Header) {
 	}
 	h["Set-Cookie"] = kept
 }
+
+// originWide are the answer headers by which one console would act on the whole origin it shares
+// with the door's own pages and every other console: Service-Worker-Allowed lets its script
+// register a service worker for "/" (one that outlives the console and serves its own /pair),
+// Clear-Site-Data wipes every cookie of the origin (fleet's device credential too).
+var originWide = []string{"Service-Worker-Allowed", "Clear-Site-Data"}
+
+// ScrubConsoleAnswer removes from a console's answer h what no console may say for the whole
+// origin: fleet's own cookies (DropFleetCookies) and the originWide headers. A console's service
+// worker stays confined to its own /c/<id>/, the browser's default scope.
+func ScrubConsoleAnswer(h http.Header) {
+	DropFleetCookies(h)
+	for _, name := range originWide {
+		delete(h, name)
+	}
+}

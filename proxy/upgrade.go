@@ -222,7 +222,7 @@ func (u *upgradeTransport) RoundTrip(out *http.Request) (*http.Response, error) 
 		t.close()
 		return nil, errUpgraded
 	}
-	DropFleetCookies(res.Header)
+	ScrubConsoleAnswer(res.Header)
 	copyHeader(w.Header(), res.Header)
 	res.Header = w.Header()
 	res.Body = nil // the 101's head only

@@ -91,3 +91,39 @@ func TestConsoleCannotSetDeviceCookie_R9(t *testing.T) {
 	}
 	check("101", resp.Header)
 }
+
+// TestConsoleCannotActOnWholeOrigin_R9: every console shares the door's one origin with the
+// pairing page and the other consoles. A console's answer could reach past its /c/<id>/ with two
+// headers: Service-Worker-Allowed: / lets its script register a service worker for the whole
+// origin — one that outlives the console and the device's revocation, and serves its own /pair to
+// read the pairing password typed there later; Clear-Site-Data: "cookies" wipes the device's
+// credential. Neither reaches the phone; the console's other headers do.
+func TestConsoleCannotActOnWholeOrigin_R9(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/javascript")
+		w.Header().Set("Service-Worker-Allowed", "/")
+		w.Header().Add("Clear-Site-Data", `"cookies", "storage"`)
+		w.Header().Set("X-Console-Own", "kept")
+		w.Write([]byte("self.addEventListener('fetch', e => {});"))
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	d := startTestDoor(t, func(c *Config) { c.Consoles = consoleMap{"evil": ln.Addr().String()} })
+	_, cookie := d.pair("phone")
+	res := d.raw(d.req("GET", "/c/evil/sw.js", cookie, "Service-Worker: script"))
+	if res.status != http.StatusOK {
+		t.Fatalf("status %d %s, want 200", res.status, res.reason)
+	}
+	for _, name := range []string{"Service-Worker-Allowed", "Clear-Site-Data"} {
+		if v := res.header.Values(name); len(v) != 0 {
+			t.Errorf("a console's %s reached the phone: %q", name, v)
+		}
+	}
+	if res.header.Get("X-Console-Own") != "kept" {
+		t.Errorf("the console's own header was dropped too")
+	}
+}
