@@ -3,6 +3,7 @@ package reach
 // Red-team tests of revocation on the door: the register's file going bad, then good again.
 
 import (
+	"context"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -43,4 +44,32 @@ func TestRegisterBadThenGoodBelievesDeviceAgain_R8(t *testing.T) {
 	if res := d.raw(d.req("GET", "/c/alpha/", cookie)); res.status != http.StatusOK {
 		t.Errorf("file good again: status %d %s, want 200: the register believes the device, the door does not", res.status, res.reason)
 	}
+}
+
+// TestRevokedAfterAuthenticationNotForwarded_R8: a request whose device was authenticated a
+// moment before its revocation was told is not forwarded after it; one authenticated after it
+// (the register believes the device again) is.
+func TestRevokedAfterAuthenticationNotForwarded_R8(t *testing.T) {
+	var s streams
+	s.init()
+	before := s.mark() // the request authenticated its device
+	s.cancel("abcdef") // then the device was revoked
+	if _, _, ok := s.track(context.Background(), "abcdef", before); ok {
+		t.Error("a request authenticated before its device's revocation was let through after it")
+	}
+	if _, done, ok := s.track(context.Background(), "zzzzzz", before); !ok {
+		t.Error("another device's request was refused")
+	} else {
+		done()
+	}
+	after := s.mark()
+	ctx, done, ok := s.track(context.Background(), "abcdef", after)
+	if !ok {
+		t.Fatal("a request authenticated after the revocation (the device believed again) was refused")
+	}
+	s.cancel("abcdef")
+	if ctx.Err() == nil {
+		t.Error("a revocation did not cancel the device's request in flight")
+	}
+	done()
 }
