@@ -4,6 +4,7 @@ package reach
 
 import (
 	"net/http"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -51,5 +52,53 @@ func TestParallelGuessesHeldToTen_R6(t *testing.T) {
 	wg.Wait()
 	if got := judged.Load(); got > SourceLimit {
 		t.Errorf("%d guesses from one source were judged at once, want at most %d (R6)", got, SourceLimit)
+	}
+}
+
+// TestAdmitHoldsPlaces_R6: Limiter.Admit's arithmetic. Requests in flight hold places beside the
+// failures that count; Retry-After is then the time until the window frees the place they need
+// (a second when they fill the count alone); ending them gives the places back; a device is held
+// by its own source's failures only, never by requests in flight.
+func TestAdmitHoldsPlaces_R6(t *testing.T) {
+	clock := newFakeClock()
+	l := NewLimiter(clock.Now)
+	a, b := netip.MustParseAddr("192.168.1.30"), netip.MustParseAddr("192.168.1.31")
+	for range SourceLimit - 1 {
+		l.Failure(a)
+	}
+	clock.Advance(3 * time.Minute)
+	ok, _, end := l.Admit(a, false)
+	if !ok {
+		t.Fatal("9 failures, nothing in flight: refused")
+	}
+	if ok, wait, _ := l.Admit(a, false); ok || wait != 7*time.Minute {
+		t.Errorf("9 failures and 1 in flight: ok %v, Retry-After %v, want refused, 7m0s", ok, wait)
+	}
+	if ok, _, _ := l.Admit(a, true); !ok {
+		t.Error("a device was held back by a stranger's request in flight")
+	}
+	end()
+	end() // a second end gives back nothing more
+	if ok, _, end := l.Admit(a, false); !ok {
+		t.Error("the place was not given back")
+	} else {
+		end()
+	}
+	var ends []func()
+	for range SourceLimit {
+		ok, _, end := l.Admit(b, false)
+		if !ok {
+			t.Fatal("a fresh source refused before its places were taken")
+		}
+		ends = append(ends, end)
+	}
+	if ok, wait, _ := l.Admit(b, false); ok || wait != time.Second {
+		t.Errorf("10 in flight: ok %v, Retry-After %v, want refused, 1s", ok, wait)
+	}
+	for _, end := range ends {
+		end()
+	}
+	if ok, _, _ := l.Admit(b, false); !ok {
+		t.Error("all ended: still refused")
 	}
 }
