@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"html"
 	"html/template"
+	"io"
 	"io/fs"
 	"log/slog"
 	"mime"
@@ -29,6 +30,11 @@ const (
 // MaxFormBytes bounds the body of the pairing POST. The form is three short fields; anything
 // longer is refused 413 before a byte of it is judged.
 const MaxFormBytes = 4 << 10
+
+// formIdleTimeout cuts off a pairing form that sends no byte for this long: SPEC S9's 60 s, which
+// the hop applies to every body it forwards, and the door to the one body it reads itself. A var
+// for tests only.
+var formIdleTimeout = 60 * time.Second
 
 // CookieMaxAge is how long a device's credential cookie lives in its browser: 400 days, the
 // longest browsers keep a cookie (RFC 6265bis). Revocation, not expiry, is what ends a device.
@@ -257,7 +263,7 @@ func (h *handler) pair(w http.ResponseWriter, r *http.Request) {
 		h.refusalPage(w, http.StatusForbidden, ReasonOrigin, "the pairing form is posted only from the door's own page")
 		return
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, MaxFormBytes)
+	r.Body = http.MaxBytesReader(w, &idleForm{ReadCloser: r.Body, rc: http.NewResponseController(w)}, MaxFormBytes)
 	if ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); ct != "application/x-www-form-urlencoded" {
 		h.reject(r, http.StatusUnsupportedMediaType, ReasonForm, "not a urlencoded form")
 		h.refusalPage(w, http.StatusUnsupportedMediaType, ReasonForm, "the pairing form is application/x-www-form-urlencoded")
@@ -338,6 +344,18 @@ func (h *handler) pair(w http.ResponseWriter, r *http.Request) {
 	h.log.Info(EventPaired, "id6", d.ID6, "slug", d.Slug, "peer", r.RemoteAddr)
 	w.Header().Set("Location", "/")
 	w.WriteHeader(http.StatusSeeOther)
+}
+
+// idleForm gives each read of the form formIdleTimeout to bring a byte (S9): a stalled form
+// fails to parse, and is refused, instead of holding its request open for ever.
+type idleForm struct {
+	io.ReadCloser
+	rc *http.ResponseController
+}
+
+func (f *idleForm) Read(p []byte) (int, error) {
+	f.rc.SetReadDeadline(time.Now().Add(formIdleTimeout)) // not supported (a recorder): no limit
+	return f.ReadCloser.Read(p)
 }
 
 // sameOrigin reports whether the POST may come from a page of the door itself: its Origin, when

@@ -93,3 +93,50 @@ func ScrubIdentity(h http.Header) {
 		}
 	}
 }
+
+// FleetCookiePrefix starts the name of every cookie that fleet itself sets (the direct-reach
+// door's device credential, SPEC R9). The browser keeps one cookie jar per host for the door and
+// every console behind it, so a console's Set-Cookie of such a name would overwrite fleet's
+// (an HTTP answer may replace an HttpOnly cookie): log a phone out, or fixate it on a device of
+// the console's choosing. DropFleetCookies keeps consoles from it.
+const FleetCookiePrefix = "__Host-fleet-"
+
+// DropFleetCookies removes from a console's answer h every Set-Cookie whose cookie name starts
+// with FleetCookiePrefix, in any case (browsers match the __Host- prefix without case), and
+// keeps the console's other cookies as they were.
+func DropFleetCookies(h http.Header) {
+	lines, ok := h["Set-Cookie"]
+	if !ok {
+		return
+	}
+	kept := lines[:0:0]
+	for _, l := range lines {
+		name, _, _ := strings.Cut(l, "=")
+		name = strings.TrimSpace(name)
+		if len(name) >= len(FleetCookiePrefix) && strings.EqualFold(name[:len(FleetCookiePrefix)], FleetCookiePrefix) {
+			continue
+		}
+		kept = append(kept, l)
+	}
+	if len(kept) == 0 {
+		delete(h, "Set-Cookie")
+		return
+	}
+	h["Set-Cookie"] = kept
+}
+
+// originWide are the answer headers by which one console would act on the whole origin it shares
+// with the door's own pages and every other console: Service-Worker-Allowed lets its script
+// register a service worker for "/" (one that outlives the console and serves its own /pair),
+// Clear-Site-Data wipes every cookie of the origin (fleet's device credential too).
+var originWide = []string{"Service-Worker-Allowed", "Clear-Site-Data"}
+
+// ScrubConsoleAnswer removes from a console's answer h what no console may say for the whole
+// origin: fleet's own cookies (DropFleetCookies) and the originWide headers. A console's service
+// worker stays confined to its own /c/<id>/, the browser's default scope.
+func ScrubConsoleAnswer(h http.Header) {
+	DropFleetCookies(h)
+	for _, name := range originWide {
+		delete(h, name)
+	}
+}

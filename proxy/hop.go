@@ -88,6 +88,8 @@ func NewHop(log *slog.Logger, down DownMarker, dial DialFunc) *Hop {
 	h.rp = &httputil.ReverseProxy{
 		Rewrite:   h.rewrite,
 		Transport: transport,
+		// No console sets fleet's own cookies nor speaks for the whole origin (R9).
+		ModifyResponse: func(res *http.Response) error { ScrubConsoleAnswer(res.Header); return nil },
 		// ReverseProxy flushes every write of a text/event-stream response and of one without
 		// a Content-Length (a stream of unknown length), whatever this says (S9). Any other
 		// response is written through net/http's buffer and flushed at least this often, so

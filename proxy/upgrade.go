@@ -216,6 +216,13 @@ func (u *upgradeTransport) RoundTrip(out *http.Request) (*http.Response, error) 
 	if t == nil {
 		return nil, errUpgraded // the hop is closed
 	}
+	if ctx.Err() != nil {
+		// Cancelled since stop (a device revoked mid-handshake): the CloseUpgraded that came
+		// with the cancellation ran before the tunnel was registered and could not find it.
+		t.close()
+		return nil, errUpgraded
+	}
+	ScrubConsoleAnswer(res.Header)
 	copyHeader(w.Header(), res.Header)
 	res.Header = w.Header()
 	res.Body = nil // the 101's head only

@@ -15,6 +15,9 @@ import (
 
 type deviceKey struct{}
 
+// markKey holds the streams' mark taken before the request's device was authenticated.
+type markKey struct{}
+
 func deviceFrom(r *http.Request) (pairing.Device, bool) {
 	dev, ok := r.Context().Value(deviceKey{}).(pairing.Device)
 	return dev, ok
@@ -100,27 +103,38 @@ func (d *Door) Revoke(id6 string) {
 }
 
 // streams are the forwarded requests in flight, by device, so that a revocation can cancel them:
-// http.Server knows nothing of who a response is for. It remembers the devices revoked while
-// the door was open (an id6 is never given again), so that a request that authenticated a moment
-// before its device's revocation is not forwarded after it.
+// http.Server knows nothing of who a response is for. It remembers when (in its own count of
+// revocations) each device was last revoked, so that a request that authenticated a moment
+// before its device's revocation is not forwarded after it. Only such a request is refused: a
+// device the register believes again after telling of it (its file was bad for a moment, every
+// device was reported gone) is let in again by the requests that authenticate afterwards.
 type streams struct {
 	mu      sync.Mutex
 	live    map[string]map[*context.CancelFunc]struct{}
-	revoked map[string]bool
+	seq     uint64            // revocations told so far
+	revoked map[string]uint64 // by id6: seq just after its last revocation
 }
 
 func (s *streams) init() {
 	s.live = map[string]map[*context.CancelFunc]struct{}{}
-	s.revoked = map[string]bool{}
+	s.revoked = map[string]uint64{}
+}
+
+// mark is taken before a request's device is authenticated: a revocation of that device told
+// after it (cancel) refuses the request in track.
+func (s *streams) mark() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.seq
 }
 
 // track returns a context that the device id6's revocation cancels, and the func that forgets it;
-// ok is false when id6 was revoked already.
-func (s *streams) track(parent context.Context, id6 string) (_ context.Context, done func(), ok bool) {
+// ok is false when id6 was revoked since mark, which was taken before it was authenticated.
+func (s *streams) track(parent context.Context, id6 string, mark uint64) (_ context.Context, done func(), ok bool) {
 	ctx, cancel := context.WithCancel(parent)
 	key := &cancel
 	s.mu.Lock()
-	if s.revoked[id6] {
+	if s.revoked[id6] > mark {
 		s.mu.Unlock()
 		cancel()
 		return nil, nil, false
@@ -144,7 +158,8 @@ func (s *streams) track(parent context.Context, id6 string) (_ context.Context, 
 func (s *streams) cancel(id6 string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.revoked[id6] = true
+	s.seq++
+	s.revoked[id6] = s.seq
 	for c := range s.live[id6] {
 		(*c)()
 	}

@@ -74,7 +74,9 @@ type Config struct {
 //     not the Host's address, is 421 host — a failure (R6), counted only while the source is
 //     not held back already (the Limiter records nothing for a refused source);
 //  2. R6: a source the Limiter holds back is 429 rate-limited with an exact Retry-After; a
-//     request with a valid device cookie is held back only by its own source. An unknown or
+//     request with a valid device cookie is held back only by its own source. A stranger's
+//     request holds the place of one failure while it is judged (Limiter.Admit), so parallel
+//     guesses get no more past the limiter than one at a time would. An unknown or
 //     revoked device cookie is a failure, and the request goes on as unpaired;
 //  3. the door's own routes: GET /ca.crt (the root), /pair and /pair/… (Config.Pairing);
 //  4. R7: an unpaired caller is sent (303) to /pair for everything else;
@@ -201,19 +203,23 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		proxy.WriteRefusal(w, r, d.log, ref, "door", "reach")
 		return
 	}
+	mark := d.streams.mark() // before authenticating: a revocation told after it refuses r
 	dev, sent, ok := d.authenticate(r)
-	if allowed, wait := d.limiter.Allow(src, ok); !allowed { // R6, before any password work
+	allowed, wait, end := d.limiter.Admit(src, ok) // R6, before any password work
+	if !allowed {
 		w.Header().Set("Retry-After", strconv.FormatInt(int64(wait/time.Second), 10))
 		proxy.WriteRefusal(w, r, d.log, proxy.Refuse(http.StatusTooManyRequests, "rate-limited",
 			"too many failures from this address; try again later"), "door", "reach")
 		return
 	}
+	defer end()
 	if sent && !ok {
 		d.limiter.Failure(src)
 		d.log.Warn("fleet.reach-unknown-device", "peer", r.RemoteAddr)
 	}
 	if ok {
-		r = r.WithContext(context.WithValue(r.Context(), deviceKey{}, dev))
+		ctx := context.WithValue(r.Context(), deviceKey{}, dev)
+		r = r.WithContext(context.WithValue(ctx, markKey{}, mark))
 	}
 	d.router.ServeHTTP(w, r)
 }

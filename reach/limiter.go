@@ -67,6 +67,10 @@ type Limiter struct {
 	mu      sync.Mutex
 	overall ring[[OverallLimit]time.Duration]
 	sources map[sourceKey]*source
+	// pending counts the strangers' requests in flight (Admit), by source and overall: each may
+	// yet fail, so each holds the place of one failure until it ends.
+	pending        map[sourceKey]int
+	overallPending int
 	// oldest and newest are the ends of a list of the sources ordered by their last failure, oldest
 	// first: the next to stop counting, and the first to forget when the table is full.
 	oldest, newest *source
@@ -77,7 +81,7 @@ func NewLimiter(clock func() time.Time) *Limiter {
 	if clock == nil {
 		clock = time.Now
 	}
-	return &Limiter{clock: clock, epoch: clock(), sources: make(map[sourceKey]*source)}
+	return &Limiter{clock: clock, epoch: clock(), sources: make(map[sourceKey]*source), pending: make(map[sourceKey]int)}
 }
 
 // Allow reports whether a request from src may be judged, before any password work is done for
@@ -103,6 +107,51 @@ func (l *Limiter) Allow(src netip.Addr, device bool) (ok bool, retryAfter time.D
 		return true, 0
 	}
 	return false, roundUp(wait)
+}
+
+// Admit is Allow for a request that is about to be judged and may fail. A request without a
+// valid device credential that it lets through counts as one failure of its source and overall
+// until end is called (once, when the request is done): N requests in flight at once from one
+// source therefore get no more than SourceLimit judged between them, where Allow alone would let
+// all N through before the first of them had failed. end is nil when ok is false. A device's
+// request is not held: its long-lived streams must not fill its own source's count.
+func (l *Limiter) Admit(src netip.Addr, device bool) (ok bool, retryAfter time.Duration, end func()) {
+	if device {
+		ok, retryAfter = l.Allow(src, true)
+		if !ok {
+			return false, retryAfter, nil
+		}
+		return true, 0, func() {}
+	}
+	if !src.IsValid() {
+		return false, Window, nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	l.forgetIdle(now)
+	k := keyOf(src)
+	times := &ring[[SourceLimit]time.Duration]{}
+	if s := l.sources[k]; s != nil {
+		times = &s.times
+	}
+	wait := max(times.waitExtra(now, l.pending[k]), l.overall.waitExtra(now, l.overallPending))
+	if wait > 0 {
+		return false, roundUp(wait), nil
+	}
+	l.pending[k]++
+	l.overallPending++
+	var once sync.Once
+	return true, 0, func() {
+		once.Do(func() {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			if l.pending[k]--; l.pending[k] <= 0 {
+				delete(l.pending, k)
+			}
+			l.overallPending--
+		})
+	}
 }
 
 // Failure records a failure from src (SPEC R6 lists what fails). Call it once per failed request,
@@ -223,6 +272,21 @@ func (r *ring[T]) wait(now time.Duration) time.Duration {
 		return 0
 	}
 	return min(r.t[r.next]+Window-now, Window) // min: a clock that went back never means more than a Window
+}
+
+// waitExtra is wait with extra requests in flight, each holding the place of a failure: how long
+// until fewer than len(T)-extra of the held failures count. When the requests in flight fill the
+// count alone, nothing the window does helps: a second, by when some of them will have ended.
+func (r *ring[T]) waitExtra(now time.Duration, extra int) time.Duration {
+	m := len(r.t) - extra
+	switch {
+	case m <= 0:
+		return time.Second
+	case r.n < m:
+		return 0
+	}
+	newest := (r.next - m + len(r.t)) % len(r.t) // the m-th newest failure
+	return min(r.t[newest]+Window-now, Window)
 }
 
 // roundUp rounds d up to whole seconds.
