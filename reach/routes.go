@@ -73,7 +73,8 @@ func (d *Door) notMine(w http.ResponseWriter, r *http.Request) {
 		stripDeviceCookie(r.Header) // R9: the credential never reaches a console
 		var ctx context.Context
 		var done func()
-		if ctx, done, ok = d.streams.track(r.Context(), dev.ID6, r.Context().Value(markKey{}).(uint64)); ok {
+		mark, _ := r.Context().Value(markKey{}).(uint64) // none: 0, refused if ever revoked (fail closed)
+		if ctx, done, ok = d.streams.track(r.Context(), dev.ID6, mark); ok {
 			defer done()
 			r = r.WithContext(ctx)
 		}
