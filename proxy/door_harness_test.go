@@ -336,56 +336,6 @@ func (d *testDoor) wantForwarded(t *testing.T, r response, before int, login, pa
 	return s
 }
 
-// gateConsole is a console whose answers wait for the test: /sse sends one event, then waits for
-// release before the next; /upload reads the first MiB of the body, reports it, then reads the
-// rest and answers its size.
-type gateConsole struct {
-	ln       net.Listener
-	release  chan struct{}
-	firstMiB chan struct{}
-}
-
-func newGateConsole(t *testing.T) *gateConsole {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := &gateConsole{ln: ln, release: make(chan struct{}), firstMiB: make(chan struct{}, 1)}
-	srv := &http.Server{Handler: http.HandlerFunc(g.serve)}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-	return g
-}
-
-func (g *gateConsole) addr() string { return g.ln.Addr().String() }
-
-func (g *gateConsole) serve(w http.ResponseWriter, r *http.Request) {
-	switch r.URL.Path {
-	case "/sse":
-		w.Header().Set("Content-Type", "text/event-stream")
-		fmt.Fprint(w, "data: tick 0\n\n")
-		w.(http.Flusher).Flush()
-		select {
-		case <-g.release:
-		case <-r.Context().Done():
-			return
-		}
-		fmt.Fprint(w, "data: tick 1\n\n")
-	case "/upload":
-		buf := make([]byte, 1<<20)
-		n, err := io.ReadFull(r.Body, buf)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		g.firstMiB <- struct{}{}
-		rest, _ := io.Copy(io.Discard, r.Body)
-		fmt.Fprintf(w, "%d", n+int(rest))
-	default:
-		http.NotFound(w, r)
-	}
-}
-
 // The raw-request helpers every door's tests share (internal/rawhttp).
 var (
 	crlf         = rawhttp.CRLF

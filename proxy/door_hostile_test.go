@@ -5,7 +5,6 @@ package proxy
 // bytes over a real listener.
 
 import (
-	"bufio"
 	"io"
 	"net"
 	"net/http"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/phase-console/fleet/internal/echoconsole"
+	"github.com/phase-console/fleet/internal/rawhttp"
 )
 
 // rtTry writes req on a fresh connection and reads up to n responses; it stops at the first read
@@ -26,21 +26,8 @@ func (d *testDoor) rtTry(req string, n int, wait time.Duration) ([]response, err
 	}
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(wait))
-	if _, err := io.WriteString(conn, crlf(req)); err != nil {
-		return nil, err
-	}
-	br := bufio.NewReader(conn)
-	var out []response
-	for i := 0; i < n; i++ {
-		resp, err := http.ReadResponse(br, nil)
-		if err != nil {
-			return out, err
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		out = append(out, response{status: resp.StatusCode, reason: resp.Header.Get("X-Fleet-Reason"), header: resp.Header, body: string(body)})
-	}
-	return out, nil
+	rs, err := rawhttp.ExchangeUpTo(conn, req, n)
+	return toResponses(rs), err
 }
 
 // rtSeen returns what alpha saw since before.

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/phase-console/fleet/internal/echoconsole"
 )
 
 const wsKey = "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ=="
@@ -110,8 +112,8 @@ func TestServerSentEventsStream_S9(t *testing.T) {
 		}
 	})
 	t.Run("S9 SSE first event before the stream ends", func(t *testing.T) {
-		g := newGateConsole(t)
-		d.setConsole("gate", g.addr())
+		g := echoconsole.NewGate(t)
+		d.setConsole("gate", g.Addr())
 		conn, _, resp := d.open(serveReq("GET", "/c/gate/sse", "Accept: text/event-stream"))
 		defer conn.Close()
 		if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
@@ -123,7 +125,7 @@ func TestServerSentEventsStream_S9(t *testing.T) {
 		if line, err := body.ReadString('\n'); line != "data: tick 0\n" {
 			t.Fatalf("read %q, %v before the console went on", line, err)
 		}
-		close(g.release)
+		close(g.Release)
 		rest, _ := io.ReadAll(body)
 		if string(rest) != "\ndata: tick 1\n\n" {
 			t.Fatalf("after release: %q", rest)
@@ -218,8 +220,8 @@ func TestLargeBodyStreams_S9(t *testing.T) {
 		}
 	})
 	t.Run("S9 body not buffered", func(t *testing.T) {
-		g := newGateConsole(t)
-		d.setConsole("gate", g.addr())
+		g := echoconsole.NewGate(t)
+		d.setConsole("gate", g.Addr())
 		conn := d.dial()
 		defer conn.Close()
 		head := serveReq("POST", "/c/gate/upload", fmt.Sprintf("Content-Length: %d", len(body)))
@@ -228,7 +230,7 @@ func TestLargeBodyStreams_S9(t *testing.T) {
 		}
 		// The rest is sent only once the console has read the first MiB: a hop that buffered
 		// the whole body would never get there.
-		waitFor(t, g.firstMiB, "the console to read the first MiB while the caller still holds the rest")
+		waitFor(t, g.FirstMiB, "the console to read the first MiB while the caller still holds the rest")
 		if _, err := io.WriteString(conn, body[1<<20:]); err != nil {
 			t.Fatal(err)
 		}

@@ -264,10 +264,7 @@ func (r rulesDoor) Send(t *testing.T, raw string) (int, string) {
 	return resp.status, resp.reason
 }
 
-func (r rulesDoor) Received() (int, string, http.Header) {
-	n, s := r.d.alpha.received()
-	return n, s.Path, s.Header
-}
+func (r rulesDoor) Received() (int, string, http.Header) { return r.d.alpha.Received() }
 
 // TestRevocationClosesLiveConnections_R8: revoking a device ends its WebSocket and its
 // server-sent events at once, and its next request is unpaired.

@@ -14,6 +14,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/phase-console/fleet/internal/echoconsole"
 )
 
 // dyingConsole is a console written as raw bytes: to a request it answers an SSE stream of two
@@ -86,8 +88,8 @@ func TestConsoleKilledMidStream(t *testing.T) {
 			if _, err := d.srv.registry.Put(Console{ID: "dying", Addr: dying.ln.Addr().String()}); err != nil {
 				t.Fatal(err)
 			}
-			gate := newGateConsole(t)
-			if _, err := d.srv.registry.Put(Console{ID: "gate", Addr: gate.addr()}); err != nil {
+			gate := echoconsole.NewGate(t)
+			if _, err := d.srv.registry.Put(Console{ID: "gate", Addr: gate.Addr()}); err != nil {
 				t.Fatal(err)
 			}
 			d.srv.registry.waitProbes()
@@ -131,7 +133,7 @@ func TestConsoleKilledMidStream(t *testing.T) {
 				t.Errorf("alpha answered %q", r.body)
 			}
 			// The stream to the other console goes on to its end.
-			close(gate.release)
+			close(gate.Release)
 			wantLine(t, gbody, "")
 			wantLine(t, gbody, "data: tick 1")
 			// The dead console's route says so.

@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -139,62 +138,6 @@ func (d *door) dial(t *testing.T) net.Conn {
 	}
 	conn.SetDeadline(time.Now().Add(waitLimit))
 	return conn
-}
-
-// gateConsole is a console whose answers wait for the test: /sse sends one event, then waits for
-// release before the next; /upload reads the first MiB of the body, reports it, then reads the rest.
-type gateConsole struct {
-	ln       net.Listener
-	srv      *http.Server
-	release  chan struct{}
-	firstMiB chan struct{}
-
-	mu       sync.Mutex
-	bodySize int
-}
-
-func newGateConsole(t *testing.T) *gateConsole {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := &gateConsole{ln: ln, release: make(chan struct{}), firstMiB: make(chan struct{}, 1)}
-	g.srv = &http.Server{Handler: http.HandlerFunc(g.serve)}
-	go g.srv.Serve(ln)
-	t.Cleanup(func() { g.srv.Close() })
-	return g
-}
-
-func (g *gateConsole) addr() string { return g.ln.Addr().String() }
-
-func (g *gateConsole) serve(w http.ResponseWriter, r *http.Request) {
-	switch r.URL.Path {
-	case "/sse":
-		w.Header().Set("Content-Type", "text/event-stream")
-		fmt.Fprint(w, "data: tick 0\n\n")
-		w.(http.Flusher).Flush()
-		select {
-		case <-g.release:
-		case <-r.Context().Done():
-			return
-		}
-		fmt.Fprint(w, "data: tick 1\n\n")
-	case "/upload":
-		buf := make([]byte, 1<<20)
-		n, err := io.ReadFull(r.Body, buf)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		g.firstMiB <- struct{}{}
-		rest, _ := io.Copy(io.Discard, r.Body)
-		g.mu.Lock()
-		g.bodySize = n + int(rest)
-		g.mu.Unlock()
-		fmt.Fprintf(w, "%d", n+int(rest))
-	default:
-		http.NotFound(w, r)
-	}
 }
 
 // waitFor waits for ch, at most waitLimit.

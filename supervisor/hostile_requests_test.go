@@ -21,6 +21,7 @@ import (
 	"github.com/phase-console/fleet/console/refconsole"
 	"github.com/phase-console/fleet/internal/echoconsole"
 	"github.com/phase-console/fleet/internal/otheruser"
+	"github.com/phase-console/fleet/internal/rawhttp"
 )
 
 // rtTry writes req on a fresh connection and reads up to n responses; it stops at the first read
@@ -33,21 +34,8 @@ func (d *door) rtTry(req string, n int, wait time.Duration) ([]response, error) 
 	}
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(wait))
-	if _, err := io.WriteString(conn, crlf(req)); err != nil {
-		return nil, err
-	}
-	br := bufio.NewReader(conn)
-	var out []response
-	for i := 0; i < n; i++ {
-		resp, err := http.ReadResponse(br, nil)
-		if err != nil {
-			return out, err
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		out = append(out, response{status: resp.StatusCode, reason: resp.Header.Get("X-Fleet-Reason"), header: resp.Header, body: string(body)})
-	}
-	return out, nil
+	rs, err := rawhttp.ExchangeUpTo(conn, req, n)
+	return toResponses(rs), err
 }
 
 // rtSeen returns what alpha saw since before.

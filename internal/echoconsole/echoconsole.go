@@ -101,6 +101,18 @@ func (c *Console) Last() (Request, bool) {
 	return c.reqs[len(c.reqs)-1], true
 }
 
+// Received is how many requests have reached the console, and the last one's path and header:
+// what internal/doorrules asks of a door's console.
+func (c *Console) Received() (n int, path string, header http.Header) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.reqs) == 0 {
+		return 0, "", nil
+	}
+	last := c.reqs[len(c.reqs)-1]
+	return len(c.reqs), last.Path, last.Header
+}
+
 // All is every request received so far, in order.
 func (c *Console) All() []Request { return c.Since(0) }
 

@@ -40,21 +40,33 @@ type Response struct {
 // any failure ends the test.
 func Exchange(t testing.TB, conn net.Conn, req string, n int) []Response {
 	t.Helper()
+	out, err := ExchangeUpTo(conn, req, n)
+	if err != nil {
+		t.Fatalf("reading response %d: %v", len(out)+1, err)
+	}
+	return out
+}
+
+// ExchangeUpTo writes req (line ends as CRLF) on conn, which it does not close, and reads up to
+// n answers. It stops at the first error — the door closed the connection, or conn's deadline
+// passed — and returns what it read with that error: for tests that count what a door answered
+// to requests written back to back.
+func ExchangeUpTo(conn net.Conn, req string, n int) ([]Response, error) {
 	if _, err := io.WriteString(conn, CRLF(req)); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	br := bufio.NewReader(conn)
 	var out []Response
 	for i := 0; i < n; i++ {
 		resp, err := http.ReadResponse(br, nil)
 		if err != nil {
-			t.Fatalf("reading response %d: %v", i+1, err)
+			return out, err
 		}
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		out = append(out, Response{Status: resp.StatusCode, Reason: resp.Header.Get("X-Fleet-Reason"), Header: resp.Header, Body: string(body)})
 	}
-	return out
+	return out, nil
 }
 
 // Fold folds a header name as SPEC S3 says (lower case, every non-alphanumeric to '-'), written
