@@ -101,21 +101,45 @@ type TokenSource interface {
 //
 // and only then is r forwarded by the Hop, to the path judged, as the verified caller.
 func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	v, ok := takePrejudged(r) // judged already by the door's fast loop (ConnServer)
+	if !ok {
+		v = d.judge(r)
+	}
+	switch {
+	case v.refusal != nil:
+		d.refuse(w, r, v.refusal)
+	case v.redirect != "":
+		http.Redirect(w, r, v.redirect, http.StatusPermanentRedirect)
+	case v.page:
+		d.Pages.ServeHTTP(w, r)
+	default:
+		d.Hop.Forward(w, r, &v.target)
+	}
+}
+
+// A verdict is the Door's judgement of one request: exactly one of a refusal, a redirect, a page
+// (Pages answers) or a target to forward to.
+type verdict struct {
+	refusal  *Refusal
+	redirect string
+	page     bool
+	target   Target
+}
+
+// judge is ServeHTTP's judgement, in the order its comment gives, without writing anything: so
+// that a door's own connection loop (ConnServer) judges with exactly the same code.
+func (d *Door) judge(r *http.Request) verdict {
 	if d.Hop == nil || d.Log == nil || d.Host == nil || d.Callers == nil || d.Consoles == nil || d.Token == nil {
-		d.refuse(w, r, Refuse(http.StatusInternalServerError, "internal", "the door is not fully set up"))
-		return
+		return verdict{refusal: Refuse(http.StatusInternalServerError, "internal", "the door is not fully set up")}
 	}
 	if ref := checkHeaderSize(r); ref != nil { // S9
-		d.refuse(w, r, ref)
-		return
+		return verdict{refusal: ref}
 	}
 	if ref := d.Host.AdmitHost(r); ref != nil { // the door's own: S10, R5
-		d.refuse(w, r, ref)
-		return
+		return verdict{refusal: ref}
 	}
 	if ref := CheckNoAssertion(r); ref != nil { // S3
-		d.refuse(w, r, ref)
-		return
+		return verdict{refusal: ref}
 	}
 	// S7: on a console path, bad-path and hooks answer before the upgrade and Origin checks
 	// (a hooks path is 403 hooks whatever else the request carries). The redirect of
@@ -127,62 +151,53 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		var ref *Refusal
 		route, ref = JudgePath(r.RequestURI)
 		if ref != nil && ref.Status != http.StatusPermanentRedirect {
-			d.refuse(w, r, ref)
-			return
+			return verdict{refusal: ref}
 		}
 		redirect = ref
 	}
 	if ref := CheckUpgrade(r); ref != nil { // S9
-		d.refuse(w, r, ref)
-		return
+		return verdict{refusal: ref}
 	}
 	if len(r.Header["Origin"]) != 0 { // S12
 		if ref := CheckOrigin(r, RequestProto(r, d.FromServe)); ref != nil {
-			d.refuse(w, r, ref)
-			return
+			return verdict{refusal: ref}
 		}
 	}
 	switch {
 	case !isConsole && d.Pages != nil:
-		d.Pages.ServeHTTP(w, r)
+		return verdict{page: true}
 	case !isConsole:
-		d.refuse(w, r, Refuse(http.StatusNotFound, "not-found", "no such page"))
+		return verdict{refusal: Refuse(http.StatusNotFound, "not-found", "no such page")}
 	case redirect != nil:
-		http.Redirect(w, r, redirect.Detail, http.StatusPermanentRedirect)
-	default:
-		d.serveConsole(w, r, route)
+		return verdict{redirect: redirect.Detail}
 	}
+	return d.judgeConsole(r, route)
 }
 
-// serveConsole is /c/<id>/… with its path judged (S7): refuse the methods the hop cannot carry,
-// verify the caller, find the console and the token, hop.
-func (d *Door) serveConsole(w http.ResponseWriter, r *http.Request, route Route) {
+// judgeConsole is /c/<id>/… with its path judged (S7): refuse the methods the hop cannot carry,
+// verify the caller, find the console and the token.
+func (d *Door) judgeConsole(r *http.Request, route Route) verdict {
 	if strings.EqualFold(r.Method, http.MethodConnect) || strings.EqualFold(r.Method, http.MethodTrace) {
 		// CONNECT would tunnel past the hop; TRACE would echo the assertion back to the caller.
-		d.refuse(w, r, Refuse(http.StatusMethodNotAllowed, "method", "CONNECT and TRACE are not served"))
-		return
+		return verdict{refusal: Refuse(http.StatusMethodNotAllowed, "method", "CONNECT and TRACE are not served")}
 	}
 	who, ref := d.Callers.VerifyCaller(r, route.ID)
 	if ref != nil {
-		d.refuse(w, r, ref)
-		return
+		return verdict{refusal: ref}
 	}
 	if who.Login == "" || !who.IP.IsValid() {
 		// Fail closed: a verifier that names nobody has verified nobody.
-		d.refuse(w, r, Refuse(http.StatusInternalServerError, "internal", "the door verified no caller"))
-		return
+		return verdict{refusal: Refuse(http.StatusInternalServerError, "internal", "the door verified no caller")}
 	}
 	addr, ok := d.Consoles.Lookup(route.ID)
 	if !ok {
-		d.refuse(w, r, Refuse(http.StatusNotFound, "unknown-console", "no console is registered with that id"))
-		return
+		return verdict{refusal: Refuse(http.StatusNotFound, "unknown-console", "no console is registered with that id")}
 	}
 	tok, err := d.Token.Current()
 	if err != nil {
-		d.refuse(w, r, Refuse(http.StatusServiceUnavailable, "no-token", "the fleet token file is unusable; see the supervisor's log"))
-		return
+		return verdict{refusal: Refuse(http.StatusServiceUnavailable, "no-token", "the fleet token file is unusable; see the supervisor's log")}
 	}
-	d.Hop.Forward(w, r, &Target{
+	return verdict{target: Target{
 		ConsoleID: route.ID,
 		Addr:      addr,
 		Path:      route.Path,
@@ -191,7 +206,7 @@ func (d *Door) serveConsole(w http.ResponseWriter, r *http.Request, route Route)
 		ClientIP:  who.IP.String(),
 		Host:      r.Host,
 		Proto:     RequestProto(r, d.FromServe),
-	})
+	}}
 }
 
 // refuse writes ref (one fleet.rejected line, SPEC S11) and tells Refused.

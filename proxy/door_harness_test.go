@@ -140,14 +140,16 @@ func startTestDoor(t testing.TB, setup ...func(*Door)) *testDoor {
 	return d
 }
 
-// serve serves srv on a new 127.0.0.1 listener until the test ends.
+// serve serves srv on a new 127.0.0.1 listener until the test ends, as the loopback door serves
+// its own: through a ConnServer (the fast loop, then srv).
 func (d *testDoor) serve(t testing.TB, srv *http.Server) string {
 	ln, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
+	cs := &ConnServer{Door: d.door, Server: srv}
+	go cs.Serve(ln)
+	t.Cleanup(func() { cs.Close() })
 	return ln.Addr().String()
 }
 

@@ -41,6 +41,7 @@ type Hop struct {
 	AfterFunc AfterFunc
 
 	rp     *httputil.ReverseProxy
+	pool   consolePool            // the fast exchange's connections (exchange.go, pool.go)
 	up     *httputil.ReverseProxy // WebSocket upgrades (upgrade.go)
 	live   liveConns              // their live connections
 	log    *slog.Logger
@@ -71,6 +72,7 @@ func NewHop(log *slog.Logger, down DownMarker, dial DialFunc) *Hop {
 	if dial == nil {
 		dial = DialConsole
 	}
+	h.pool.dial = dial
 	transport := &http.Transport{
 		Proxy:       nil, // never an environment proxy: the console is on loopback
 		DialContext: dial,
@@ -180,26 +182,41 @@ func (h *Hop) rewrite(pr *httputil.ProxyRequest) {
 	out.URL.RawQuery = pr.In.URL.RawQuery
 	out.Host = t.Addr // S6: the console sees its own loopback address
 
-	ScrubIdentity(out.Header) // S4
-	out.Trailer = nil         // S3: request trailers are never forwarded
+	out.Trailer = nil // S3: request trailers are never forwarded
+	assertOnto(out.Header, t)
+}
+
+// assertOnto makes h, a request's headers with the hop-by-hop ones already gone, what the console
+// is sent: every identity header the caller wrote removed (S4), then the hop's own X-Forwarded-*
+// and both assertion headers (S6) set. Both hops (rewrite and the fast exchange) use it.
+func assertOnto(h http.Header, t *Target) {
+	ScrubIdentity(h) // S4
 	// The door answered the caller's Expect: 100-continue itself (net/http sends the 100 when
 	// the hop first reads the body); passed on, the console would send a second 100 of its own.
-	delete(out.Header, "Expect")
+	delete(h, "Expect")
 
 	// ScrubIdentity removed every spelling of these names, so assigning is setting. The six
 	// values share one backing array (Header.Set would allocate one each); each is capped at
 	// one so that an Add to one never writes into the next.
 	v := [...]string{t.ClientIP, t.Host, t.Proto, "/c/" + t.ConsoleID, t.Token, t.Login}
-	out.Header["X-Forwarded-For"] = v[0:1:1]
-	out.Header["X-Forwarded-Host"] = v[1:2:2]
-	out.Header["X-Forwarded-Proto"] = v[2:3:3]
-	out.Header["X-Forwarded-Prefix"] = v[3:4:4]
-	out.Header[contract.HeaderFleet] = v[4:5:5]
-	out.Header[contract.HeaderFleetLogin] = v[5:6:6]
+	h["X-Forwarded-For"] = v[0:1:1]
+	h["X-Forwarded-Host"] = v[1:2:2]
+	h["X-Forwarded-Proto"] = v[2:3:3]
+	h["X-Forwarded-Prefix"] = v[3:4:4]
+	h[contract.HeaderFleet] = v[4:5:5]
+	h[contract.HeaderFleetLogin] = v[5:6:6]
 }
 
+// consoleDown is the ReverseProxy's ErrorHandler: a forward that failed.
 func (h *Hop) consoleDown(w http.ResponseWriter, r *http.Request, err error) {
 	f, _ := r.Context().Value(forwardKey{}).(*forward)
+	h.answerFailed(w, r, f, err)
+}
+
+// answerFailed answers a forward f of r that failed with err: the caller's own fault (a stalled
+// or malformed body), the caller gone, a console of another user, or the console down (marked
+// down, 502 with a short page).
+func (h *Hop) answerFailed(w http.ResponseWriter, r *http.Request, f *forward, err error) {
 	id := ""
 	if f != nil {
 		id = f.t.ConsoleID

@@ -378,6 +378,11 @@ var pipeBuffers = sync.Pool{New: func() any { return new([pipeBufferSize]byte) }
 func copyConn(dst io.Writer, src net.Conn) error {
 	var rc syscall.RawConn
 	var err error
+	if h, ok := src.(*handedConn); ok {
+		if bare, ok := h.drained(); ok {
+			src = bare
+		}
+	}
 	switch c := src.(type) {
 	case *net.TCPConn: // exactly these: a wrapper's own Read must not be bypassed
 		rc, err = c.SyscallConn()
@@ -464,6 +469,7 @@ func (h *Hop) CloseUpgraded(match func(consoleID, login string) bool) int {
 // http.Server's.
 func (h *Hop) Close() error {
 	h.live.closeMatching(nil, true)
+	h.pool.closeAll()
 	if h.rp == nil {
 		return nil
 	}

@@ -74,6 +74,7 @@ type Server struct {
 	door      *proxy.Door // the judgement of every request (door.go)
 	stop      chan struct{}
 	httpSrv   *http.Server
+	conns     *proxy.ConnServer // serves httpSrv's connections: the fast loop, then net/http
 	reach     reachState // the direct-reach door (reach.go)
 	bgOnce    sync.Once  // starts the token watch, the probes and the reach door, once
 	closeOnce sync.Once
@@ -136,6 +137,7 @@ func New(cfg Config) (*Server, error) {
 	s.hop.AfterFunc = cfg.AfterFunc
 	s.door = s.newDoor()
 	s.httpSrv = s.newHTTPServer(s)
+	s.conns = s.newConnServer(s.httpSrv, nil)
 	return s, nil
 }
 
@@ -145,6 +147,13 @@ func (s *Server) newHTTPServer(h http.Handler) *http.Server {
 	srv := proxy.NewServer(h, s.log)
 	srv.ConnContext = s.verifier.connContext
 	return srv
+}
+
+// newConnServer serves the connections of a door whose net/http server is srv: plain page loads
+// by the fast loop, everything else by srv (proxy.ConnServer), both judging with s.door after
+// prepare.
+func (s *Server) newConnServer(srv *http.Server, prepare func(*http.Request)) *proxy.ConnServer {
+	return &proxy.ConnServer{Door: s.door, Server: srv, Prepare: prepare, ConnContext: s.verifier.connContext}
 }
 
 func (s *Server) tailscaledUID() (uint32, error) {
@@ -179,7 +188,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		go s.reachLoop()
 	})
 	s.verifier.forwards.watch(ln.Addr(), s.stop) // S5e, before the first connection is accepted
-	return s.httpSrv.Serve(ln)
+	return s.conns.Serve(ln)
 }
 
 // Listen listens on 127.0.0.1:port, the loopback door's only address (SPEC S1: nothing wider,
@@ -201,8 +210,8 @@ func (s *Server) Close() error {
 	defer s.hop.Close() // http.Server closes no hijacked connection: the hop ends live WebSockets
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if err := s.httpSrv.Shutdown(ctx); err != nil {
-		return s.httpSrv.Close()
+	if err := s.conns.Shutdown(ctx); err != nil {
+		return s.conns.Close()
 	}
 	return nil
 }

@@ -127,7 +127,7 @@ func removeStaleSocket(path string) error {
 // and checks as the TCP door. Every connection's peer is judged with SO_PEERCRED (S5a); S5b does
 // not apply to a unix socket. It returns http.ErrServerClosed after Close.
 func (s *Server) ServeUnixListener(ln *net.UnixListener) error {
-	srv := s.newHTTPServer(http.HandlerFunc(s.serveUnixHTTP))
+	srv := s.newConnServer(s.newHTTPServer(http.HandlerFunc(s.serveUnixHTTP)), s.prepareUnix)
 	select {
 	case <-s.stop:
 		ln.Close()
@@ -155,10 +155,15 @@ func (s *Server) ServeUnixListener(ln *net.UnixListener) error {
 // serveUnixHTTP restores the Host that the caller used (see the file comment) when the peer is
 // tailscaled, then judges the request like the TCP door.
 func (s *Server) serveUnixHTTP(w http.ResponseWriter, r *http.Request) {
+	s.prepareUnix(r)
+	s.ServeHTTP(w, r)
+}
+
+// prepareUnix restores the Host that the caller used, when the peer is tailscaled.
+func (s *Server) prepareUnix(r *http.Request) {
 	if host, ok := s.unixServeHost(r); ok {
 		r.Host = host
 	}
-	s.ServeHTTP(w, r)
 }
 
 // unixServeHost returns the single X-Forwarded-Host that Serve set, when r came over a unix

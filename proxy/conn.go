@@ -1,0 +1,456 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// This file is a door's own connection loop. net/http's server costs a person's page load more
+// than everything fleet checks: per request it starts a goroutine that watches the connection,
+// moves deadlines twice, and the Transport behind ReverseProxy hands every exchange to two more
+// goroutines. Measured on one machine (bench/RESULTS.md), a loop that reads a request, judges it
+// and exchanges it with the console on one goroutine serves twice the requests.
+//
+// So ConnServer serves each connection itself while its requests are of the plain kind that
+// every page load is made of (fastHead: a GET or HEAD of HTTP/1.1, no body, no upgrade) and the
+// Door would forward them; they are parsed by net/http's own parser (http.ReadRequest) and judged
+// by the Door's own judgement. The first request of any other kind — a body, an upgrade, a page
+// of the door's own, anything the Door refuses, a head that does not fit — hands the connection,
+// with the bytes read of that request, to net/http's server, which serves it and everything after
+// it exactly as it would have without ConnServer: nothing the fast loop does not fully understand
+// is answered by it.
+
+// fastReadBuffer is the per-connection buffer a request head must fit in to be served by the
+// fast loop (heads are a few hundred bytes; a larger one goes to net/http, limit 64 KiB).
+const fastReadBuffer = 8 << 10
+
+// A ConnServer serves a door's plain (not TLS) connections: it accepts them itself, serves
+// requests that fastHead admits and Door would forward with the Hop's own exchange, and hands
+// each connection to Server (net/http) at the first request it does not serve, bytes read
+// included.
+//
+// Server's Handler must judge with the same Door (and Prepare), so a request is judged alike
+// whichever serves it; ConnServer sets Server.ConnContext. Every field but Prepare is required.
+type ConnServer struct {
+	Door   *Door
+	Server *http.Server
+	// Prepare, if not nil, is applied to each request before the Door judges it, as the door's
+	// Handler does (the unix door restores the Host that Serve names).
+	Prepare func(r *http.Request)
+	// ConnContext returns the context of a new connection's requests (the door's per-connection
+	// facts). It is called once per connection; a connection handed to Server keeps it.
+	ConnContext func(ctx context.Context, c net.Conn) context.Context
+
+	mu        sync.Mutex
+	started   bool
+	conns     map[*fastConn]struct{}
+	listeners map[net.Listener]struct{}
+	handoff   *handoffListener
+	closing   atomic.Bool
+	accepting sync.WaitGroup // Serve's accept loops
+	served    sync.WaitGroup // Server.Serve on the handoff listener
+}
+
+// Serve accepts connections on ln until Shutdown or Close, when it returns
+// http.ErrServerClosed. Several listeners may be served at once.
+func (cs *ConnServer) Serve(ln net.Listener) error {
+	cs.mu.Lock()
+	if cs.closing.Load() {
+		cs.mu.Unlock()
+		ln.Close()
+		return http.ErrServerClosed
+	}
+	if !cs.started {
+		cs.start(ln.Addr())
+	}
+	cs.listeners[ln] = struct{}{}
+	cs.accepting.Add(1)
+	cs.mu.Unlock()
+	defer cs.accepting.Done()
+
+	var delay time.Duration // as net/http backs off on temporary accept errors
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if cs.closing.Load() {
+				return http.ErrServerClosed
+			}
+			var ne interface{ Temporary() bool }
+			if errors.As(err, &ne) && ne.Temporary() {
+				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+				if cs.Server.ErrorLog != nil {
+					cs.Server.ErrorLog.Printf("accept error: %v; retrying in %v", err, delay)
+				}
+				time.Sleep(delay)
+				continue
+			}
+			return err
+		}
+		delay = 0
+		fc := &fastConn{cs: cs, c: c}
+		cs.mu.Lock()
+		if cs.closing.Load() {
+			cs.mu.Unlock()
+			c.Close()
+			return http.ErrServerClosed
+		}
+		cs.conns[fc] = struct{}{}
+		cs.mu.Unlock()
+		go fc.serve()
+	}
+}
+
+// start starts net/http's server on the handoff listener. cs.mu is held.
+func (cs *ConnServer) start(addr net.Addr) {
+	cs.started = true
+	cs.conns = map[*fastConn]struct{}{}
+	cs.listeners = map[net.Listener]struct{}{}
+	cs.handoff = newHandoffListener(addr)
+	user := cs.Server.ConnContext
+	cs.Server.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+		if h, ok := c.(*handedConn); ok {
+			return mergedContext{Context: ctx, values: h.ctx}
+		}
+		if user != nil {
+			return user(ctx, c)
+		}
+		return ctx
+	}
+	cs.served.Add(1)
+	go func() {
+		defer cs.served.Done()
+		cs.Server.Serve(cs.handoff)
+	}()
+}
+
+// stopAccepting closes every listener and waits until no accept loop can add a connection.
+func (cs *ConnServer) stopAccepting() bool {
+	cs.closing.Store(true)
+	cs.mu.Lock()
+	started := cs.started
+	for ln := range cs.listeners {
+		ln.Close()
+	}
+	cs.mu.Unlock()
+	cs.accepting.Wait()
+	return started
+}
+
+// Shutdown stops accepting, closes the connections that wait for a request, lets those in an
+// exchange finish it, and shuts Server down; when ctx ends first, every connection is closed.
+func (cs *ConnServer) Shutdown(ctx context.Context) error {
+	if !cs.stopAccepting() {
+		return cs.Server.Shutdown(ctx)
+	}
+	err := cs.Server.Shutdown(ctx)
+	cs.handoff.Close()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for cs.closeIdle() > 0 {
+		select {
+		case <-ctx.Done():
+			cs.closeAll()
+			if err == nil {
+				err = ctx.Err()
+			}
+			return err
+		case <-tick.C:
+		}
+	}
+	cs.served.Wait()
+	return err
+}
+
+// Close closes the listeners and every connection at once.
+func (cs *ConnServer) Close() error {
+	started := cs.stopAccepting()
+	err := cs.Server.Close()
+	if started {
+		cs.handoff.Close()
+		cs.closeAll()
+	}
+	return err
+}
+
+// closeIdle closes every fast connection that waits for a request and reports how many are
+// still in an exchange.
+func (cs *ConnServer) closeIdle() int {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	busy := 0
+	for fc := range cs.conns {
+		if fc.state.CompareAndSwap(connIdle, connClosed) {
+			fc.c.Close()
+		} else if fc.state.Load() == connActive {
+			busy++
+		}
+	}
+	return busy
+}
+
+func (cs *ConnServer) closeAll() {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	for fc := range cs.conns {
+		fc.state.Store(connClosed)
+		fc.c.Close()
+	}
+}
+
+func (cs *ConnServer) forget(fc *fastConn) {
+	cs.mu.Lock()
+	delete(cs.conns, fc)
+	cs.mu.Unlock()
+}
+
+// The states of a fast connection, for Shutdown.
+const (
+	connIdle   int32 = iota // waiting for a request: Shutdown may close it
+	connActive              // in an exchange: Shutdown lets it finish
+	connClosed              // closed, or handed to net/http
+)
+
+// A fastConn is one connection in the fast loop.
+type fastConn struct {
+	cs    *ConnServer
+	c     net.Conn
+	state atomic.Int32
+	ctx   context.Context
+	br    *bufio.Reader
+	ex    exchange // the Hop's reusable state for this connection (fast.go)
+}
+
+func (fc *fastConn) serve() {
+	cs := fc.cs
+	fc.ctx = context.WithValue(context.Background(), http.LocalAddrContextKey, fc.c.LocalAddr())
+	if cs.ConnContext != nil {
+		fc.ctx = cs.ConnContext(fc.ctx, fc.c)
+	}
+	fc.br = fastReaders.Get().(*bufio.Reader)
+	fc.br.Reset(fc.c)
+	remote := fc.c.RemoteAddr().String()
+	wait := ReadHeaderTimeout // a new connection's first request, as net/http's server
+	for {
+		if cs.closing.Load() || fc.state.Load() != connIdle {
+			break
+		}
+		head, ok := fc.readHead(wait)
+		if !ok {
+			break
+		}
+		if !fc.state.CompareAndSwap(connIdle, connActive) {
+			break // closed by Shutdown
+		}
+		if head == nil {
+			fc.handOver(nil, nil)
+			return
+		}
+		wait = IdleTimeout
+		if !fastHead(head) {
+			fc.handOver(nil, nil)
+			return
+		}
+		r, err := http.ReadRequest(fc.br)
+		if err != nil {
+			// fastHead admits only what ReadRequest parses (FuzzFastHead); should it not,
+			// net/http answers it from the bytes as they came.
+			fc.handOver(head, nil)
+			return
+		}
+		r.RemoteAddr = remote
+		r = r.WithContext(fc.ctx)
+		if cs.Prepare != nil {
+			cs.Prepare(r)
+		}
+		v := cs.Door.judge(r)
+		if v.refusal != nil || v.redirect != "" || v.page {
+			// net/http answers it, with this verdict (Door.ServeHTTP): judged once.
+			fc.handOver(head, &prejudged{method: r.Method, uri: r.RequestURI, v: v})
+			return
+		}
+		keep := cs.Door.Hop.exchange(&fc.ex, fc.c, r, &v.target)
+		if !keep || !fc.state.CompareAndSwap(connActive, connIdle) {
+			break
+		}
+	}
+	fc.ex.release()
+	fc.state.Store(connClosed)
+	cs.forget(fc)
+	fc.c.Close()
+	fc.br.Reset(nil)
+	fastReaders.Put(fc.br)
+}
+
+// fastReaders are the fast loop's read buffers, kept for the next connection when one closes (a
+// connection handed to net/http keeps its own: it may still hold bytes for it).
+var fastReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, fastReadBuffer) }}
+
+// readHead waits for the next request's head and returns it, still unread in fc.br. ok is false
+// when the connection ended (closed, or silent past its deadline: closed without an answer, as
+// net/http's server does); a nil head with ok means the head does not fit fc.br.
+func (fc *fastConn) readHead(wait time.Duration) (head []byte, ok bool) {
+	if fc.br.Buffered() == 0 {
+		fc.c.SetReadDeadline(time.Now().Add(wait))
+		if _, err := fc.br.Peek(1); err != nil {
+			return nil, false
+		}
+	}
+	// The rest of a head that came in pieces must come within ReadHeaderTimeout.
+	deadlineSet := false
+	for {
+		buf, _ := fc.br.Peek(fc.br.Buffered())
+		if n := headEnd(buf); n > 0 {
+			return buf[:n], true
+		}
+		if len(buf) == fc.br.Size() {
+			return nil, true
+		}
+		if !deadlineSet {
+			fc.c.SetReadDeadline(time.Now().Add(ReadHeaderTimeout))
+			deadlineSet = true
+		}
+		if _, err := fc.br.Peek(len(buf) + 1); err != nil {
+			return nil, false
+		}
+	}
+}
+
+// handOver gives the connection to net/http's server: first the bytes of head, which were read
+// from fc.br already (nil: none were), then what fc.br holds, then the connection. p, if not nil,
+// is the verdict on head's request.
+func (fc *fastConn) handOver(head []byte, p *prejudged) {
+	fc.ex.release()
+	fc.state.Store(connClosed)
+	fc.cs.forget(fc)
+	fc.c.SetReadDeadline(time.Time{})
+	h := &handedConn{Conn: fc.c, ctx: fc.ctx, br: fc.br}
+	if p != nil {
+		h.ctx = context.WithValue(fc.ctx, prejudgedKey{}, p)
+	}
+	if head != nil {
+		h.prefix = append([]byte(nil), head...)
+	}
+	if !fc.cs.handoff.give(h) {
+		fc.c.Close()
+	}
+}
+
+// prejudged is the Door's verdict on the request whose bytes start a handed connection, so that
+// net/http's serving of it does not judge (verify the caller, log…) a second time.
+type prejudged struct {
+	method, uri string // the request judged, to be sure it is the one net/http read
+	v           verdict
+	taken       atomic.Bool
+}
+
+type prejudgedKey struct{}
+
+// takePrejudged returns the verdict on r made by the fast loop before it handed r's connection to
+// net/http: only for the first request of that connection, and only when it is the same request.
+func takePrejudged(r *http.Request) (verdict, bool) {
+	p, _ := r.Context().Value(prejudgedKey{}).(*prejudged)
+	if p == nil || p.method != r.Method || p.uri != r.RequestURI || !p.taken.CompareAndSwap(false, true) {
+		return verdict{}, false
+	}
+	return p.v, true
+}
+
+// A handedConn is a connection handed to net/http's server, with the bytes the fast loop had read.
+type handedConn struct {
+	net.Conn
+	ctx    context.Context
+	prefix []byte
+	br     *bufio.Reader // nil once drained
+}
+
+func (h *handedConn) Read(p []byte) (int, error) {
+	if len(h.prefix) > 0 {
+		n := copy(p, h.prefix)
+		h.prefix = h.prefix[n:]
+		return n, nil
+	}
+	if h.br != nil {
+		if h.br.Buffered() > 0 {
+			return h.br.Read(p)
+		}
+		h.br = nil // let its buffer go
+	}
+	return h.Conn.Read(p)
+}
+
+// CloseWrite half-closes the connection, as net/http's server does before closing one.
+func (h *handedConn) CloseWrite() error {
+	if cw, ok := h.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
+// drained returns the bare connection once nothing read ahead is left (a hijacked WebSocket's
+// copy then waits on the socket without holding a buffer: copyConn).
+func (h *handedConn) drained() (net.Conn, bool) {
+	if len(h.prefix) > 0 || h.br != nil && h.br.Buffered() > 0 {
+		return nil, false
+	}
+	return h.Conn, true
+}
+
+// A handoffListener is how connections reach net/http's server: Accept returns each given one.
+type handoffListener struct {
+	addr   net.Addr
+	conns  chan net.Conn
+	done   chan struct{}
+	closed sync.Once
+}
+
+func newHandoffListener(addr net.Addr) *handoffListener {
+	return &handoffListener{addr: addr, conns: make(chan net.Conn), done: make(chan struct{})}
+}
+
+func (l *handoffListener) give(c net.Conn) bool {
+	select {
+	case l.conns <- c:
+		return true
+	case <-l.done:
+		return false
+	}
+}
+
+func (l *handoffListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *handoffListener) Close() error {
+	l.closed.Do(func() { close(l.done) })
+	return nil
+}
+
+func (l *handoffListener) Addr() net.Addr { return l.addr }
+
+// mergedContext is net/http's connection context with the values of the fast loop's (the door's
+// per-connection facts, judged once).
+type mergedContext struct {
+	context.Context
+	values context.Context
+}
+
+func (m mergedContext) Value(key any) any {
+	if v := m.values.Value(key); v != nil {
+		return v
+	}
+	return m.Context.Value(key)
+}
+
+var _ io.Reader = (*handedConn)(nil)

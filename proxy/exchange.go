@@ -1,0 +1,473 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"net/textproto"
+	"strings"
+	"time"
+	"unsafe"
+
+	"golang.org/x/net/http/httpguts"
+)
+
+// This file is the hop of the fast loop (conn.go): one judged, bodiless GET or HEAD exchanged with
+// its console on the caller's own goroutine, over a pool of kept connections — the same request
+// the ReverseProxy hop sends (assertOnto, written by net/http's Request.Write) and the console's
+// answer read by net/http's ReadResponse and passed on with the same scrubbing.
+
+// An exchange is one fast connection's reusable state.
+type exchange struct {
+	out http.Request
+	url url.URL
+}
+
+func (ex *exchange) release() { ex.out, ex.url = http.Request{}, url.URL{} }
+
+// fastServedHook, if not nil, is told of every request the fast loop serves (tests only).
+var fastServedHook func()
+
+// noUserAgent is the User-Agent sent when the caller sent none: none, as ReverseProxy does.
+var noUserAgent = []string{""}
+
+// max1xx bounds the informational answers passed on before the final one (net/http's Transport's).
+const max1xx = 5
+
+var callerWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, fastReadBuffer) }}
+
+// exchange forwards r, judged and verified, to t over a kept connection, writes the console's
+// answer to caller, and reports whether caller's connection may carry another request. Every
+// failure is answered as the ReverseProxy hop answers it (answerFailed); nothing is retried but a
+// kept connection that the console had closed before it read the request.
+func (h *Hop) exchange(ex *exchange, caller net.Conn, r *http.Request, t *Target) bool {
+	if fastServedHook != nil {
+		fastServedHook()
+	}
+	if t.Token == "" || t.Login == "" || t.Addr == "" || t.Path == "" || t.Path[0] != '/' || t.ClientIP == "" {
+		return h.writeFast(caller, r, func(w http.ResponseWriter) {
+			WriteRefusal(w, r, h.log, Refuse(http.StatusInternalServerError, "internal", "the hop was not given what it asserts"))
+		})
+	}
+	hdr := r.Header
+	delete(hdr, "Connection") // fastHead let only "keep-alive" or "close" through: r.Close has it
+	assertOnto(hdr, t)
+	if _, ok := hdr["User-Agent"]; !ok {
+		hdr["User-Agent"] = noUserAgent
+	}
+	ex.url = url.URL{Path: t.Path, RawQuery: r.URL.RawQuery}
+	ex.out = http.Request{Method: r.Method, URL: &ex.url, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: hdr, Host: t.Addr}
+
+	var uc *upConn
+	var res *http.Response
+	for attempt := 0; ; attempt++ {
+		var err error
+		var reused bool
+		uc, reused, err = h.pool.take(r.Context(), t.Addr)
+		if err == nil {
+			res, err = uc.roundTrip(&ex.out)
+		}
+		if err == nil {
+			break
+		}
+		fresh := uc == nil || uc.read == 0
+		if uc != nil {
+			uc.close()
+		}
+		if reused && fresh && attempt == 0 {
+			continue // the console closed a kept connection: a GET or HEAD may be sent again
+		}
+		return h.writeFast(caller, r, func(w http.ResponseWriter) { h.answerFailed(w, r, &forward{t: *t}, err) })
+	}
+
+	cw := callerWriters.Get().(*bufio.Writer)
+	cw.Reset(caller)
+	defer func() { cw.Reset(nil); callerWriters.Put(cw) }()
+	for n := 0; res.StatusCode >= 100 && res.StatusCode <= 199 && res.StatusCode != http.StatusSwitchingProtocols; n++ {
+		// 103 Early Hints and the like, passed on as ReverseProxy passes them on.
+		var err error
+		if n >= max1xx {
+			err = errors.New("too many 1xx informational answers")
+		} else {
+			writeAnswerHead(cw, res, r, false)
+			if err := cw.Flush(); err != nil {
+				uc.close()
+				return false
+			}
+		}
+		if err == nil {
+			res, err = http.ReadResponse(uc.br, &ex.out)
+		}
+		if err != nil {
+			uc.close()
+			return h.writeFast(caller, r, func(w http.ResponseWriter) { h.answerFailed(w, r, &forward{t: *t}, err) })
+		}
+	}
+	if res.StatusCode == http.StatusSwitchingProtocols || res.StatusCode < 100 || res.StatusCode > 999 {
+		// ReverseProxy's answer to a switch nobody asked for.
+		uc.close()
+		err := fmt.Errorf("console answered %d to a request that asked for no protocol switch", res.StatusCode)
+		return h.writeFast(caller, r, func(w http.ResponseWriter) { h.answerFailed(w, r, &forward{t: *t}, err) })
+	}
+
+	chunked := writeAnswerHead(cw, res, r, true)
+	var stop func()
+	if chunked && r.Method != http.MethodHead {
+		// A stream (server-sent events) may be silent for long: end it when the caller goes.
+		stop = closeWhenGone(caller, uc.c)
+	}
+	consoleErr, callerErr := copyAnswerBody(cw, res, uc.br, chunked)
+	if stop != nil {
+		stop()
+	}
+	if consoleErr != nil || callerErr != nil {
+		// The answer is cut short: the caller sees its connection close, as ReverseProxy's.
+		if callerErr == nil {
+			h.log.Warn("fleet.hop-error", "console", t.ConsoleID, "error", "reading the console's answer: "+consoleErr.Error())
+		}
+		uc.close()
+		return false
+	}
+	res.Body.Close() // read to its end: this only marks it closed
+	if res.Close || uc.br.Buffered() > 0 {
+		uc.close()
+		return false
+	}
+	h.pool.put(uc)
+	return !r.Close
+}
+
+// writeAnswerHead writes the console's answer head, as ReverseProxy passes it on: without
+// hop-by-hop headers, scrubbed (ScrubConsoleAnswer), with a Date, and — when final — framed for
+// the caller: the console's Content-Length, or chunked (reported) when its length is unknown or it
+// announces trailers.
+func writeAnswerHead(w *bufio.Writer, res *http.Response, r *http.Request, final bool) (chunked bool) {
+	h := res.Header
+	removeHopByHop(h)
+	ScrubConsoleAnswer(h)
+	if final {
+		if _, ok := h["Date"]; !ok {
+			h["Date"] = []string{httpDate()}
+		}
+		bodyless := r.Method == http.MethodHead || res.StatusCode == http.StatusNoContent ||
+			res.StatusCode == http.StatusNotModified
+		switch {
+		case bodyless:
+		case res.ContentLength >= 0 && len(res.Trailer) == 0:
+			h["Content-Length"] = []string{strconv.FormatInt(res.ContentLength, 10)}
+		default:
+			delete(h, "Content-Length")
+			chunked = true
+		}
+		if len(res.Trailer) > 0 {
+			names := make([]string, 0, len(res.Trailer))
+			for k := range res.Trailer {
+				names = append(names, k)
+			}
+			h["Trailer"] = names
+		}
+		if r.Close {
+			h["Connection"] = []string{"close"}
+		}
+	}
+	w.WriteString("HTTP/1.1 ")
+	w.WriteString(strconv.Itoa(res.StatusCode))
+	w.WriteByte(' ')
+	if text := http.StatusText(res.StatusCode); text != "" {
+		w.WriteString(text)
+	} else {
+		w.WriteString("status code " + strconv.Itoa(res.StatusCode))
+	}
+	w.WriteString("\r\n")
+	if chunked {
+		w.WriteString("Transfer-Encoding: chunked\r\n")
+	}
+	writeHeaderLines(w, h, nil)
+	w.WriteString("\r\n")
+	return chunked
+}
+
+// writeHeaderLines writes every line of h but those skip names, as net/http's Header.Write writes
+// them (a name that is not a token is left out; CR and LF in a value become spaces; a value is
+// trimmed) but in map order: nothing reads meaning into the order of different names, and
+// sorting them costs every answer.
+func writeHeaderLines(w *bufio.Writer, h http.Header, skip map[string]bool) {
+	for name, values := range h {
+		if skip[name] || !httpguts.ValidHeaderFieldName(name) {
+			continue
+		}
+		for _, v := range values {
+			w.WriteString(name)
+			w.WriteString(": ")
+			writeFieldValue(w, v)
+			w.WriteString("\r\n")
+		}
+	}
+}
+
+// writeFieldValue writes v trimmed, with CR and LF as spaces (net/http's headerNewlineToSpace).
+func writeFieldValue(w *bufio.Writer, v string) {
+	v = textproto.TrimString(v)
+	for len(v) > 0 {
+		i := strings.IndexAny(v, "\r\n")
+		if i < 0 {
+			w.WriteString(v)
+			return
+		}
+		w.WriteString(v[:i])
+		w.WriteByte(' ')
+		v = v[i+1:]
+	}
+}
+
+// requestSkip are the names writeRequestHead writes itself or never (net/http's Request.Write
+// leaves out the same).
+var requestSkip = map[string]bool{"Host": true, "User-Agent": true, "Content-Length": true,
+	"Transfer-Encoding": true, "Trailer": true}
+
+// writeRequestHead writes the head of out — a bodiless GET or HEAD whose URL, Host and headers the
+// hop made — as net/http's Request.Write writes it, bar the order of the header lines.
+func writeRequestHead(w *bufio.Writer, out *http.Request) error {
+	uri := out.URL.RequestURI()
+	if !httpguts.ValidHostHeader(out.Host) || strings.ContainsFunc(uri, isCTL) {
+		return errors.New("proxy: the hop made a request it cannot write")
+	}
+	w.WriteString(out.Method)
+	w.WriteByte(' ')
+	w.WriteString(uri)
+	w.WriteString(" HTTP/1.1\r\nHost: ")
+	w.WriteString(out.Host)
+	w.WriteString("\r\n")
+	if ua := out.Header["User-Agent"]; len(ua) > 0 && ua[0] != "" {
+		w.WriteString("User-Agent: ")
+		writeFieldValue(w, ua[0])
+		w.WriteString("\r\n")
+	}
+	writeHeaderLines(w, out.Header, requestSkip)
+	_, err := w.WriteString("\r\n")
+	return err
+}
+
+func isCTL(r rune) bool { return r < ' ' || r == 0x7f }
+
+// copyAnswerBody copies the console's answer body to w (chunked: re-framed), sending what it has
+// whenever the console has nothing more at hand (so a stream is passed on as it comes), then the
+// trailers. consoleErr is a failed read of the console, callerErr a failed write to the caller.
+func copyAnswerBody(w *bufio.Writer, res *http.Response, from *bufio.Reader, chunked bool) (consoleErr, callerErr error) {
+	var buf *[copyBufferSize]byte
+	defer func() {
+		if buf != nil {
+			copyBufferPool.Put(buf)
+		}
+	}()
+	for {
+		var p []byte
+		if n := from.Buffered(); !chunked && n > 0 && n <= w.Available() {
+			p = w.AvailableBuffer()[:n] // straight into w's buffer when it fits
+		} else {
+			if buf == nil {
+				buf = copyBufferPool.Get().(*[copyBufferSize]byte)
+			}
+			p = buf[:]
+		}
+		n, err := res.Body.Read(p)
+		if n > 0 {
+			if chunked {
+				w.WriteString(strconv.FormatInt(int64(n), 16))
+				w.WriteString("\r\n")
+			}
+			if _, werr := w.Write(p[:n]); werr != nil {
+				return nil, werr
+			}
+			if chunked {
+				w.WriteString("\r\n")
+			}
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err, nil
+		}
+		if from.Buffered() == 0 {
+			if werr := w.Flush(); werr != nil {
+				return nil, werr
+			}
+		}
+	}
+	if chunked {
+		w.WriteString("0\r\n")
+		if len(res.Trailer) > 0 {
+			ScrubConsoleAnswer(res.Trailer)
+			res.Trailer.Write(w)
+		}
+		w.WriteString("\r\n")
+	}
+	return nil, w.Flush()
+}
+
+// hopByHop are the headers that ReverseProxy removes from an answer (RFC 9110 7.6.1), besides
+// those its Connection names.
+var hopByHop = [...]string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
+
+func removeHopByHop(h http.Header) {
+	for _, line := range h["Connection"] {
+		for _, name := range splitTokens(line) {
+			delete(h, http.CanonicalHeaderKey(name))
+		}
+	}
+	for _, name := range hopByHop {
+		delete(h, name)
+	}
+}
+
+func splitTokens(line string) []string {
+	var out []string
+	for len(line) > 0 {
+		var tok string
+		tok, line, _ = cut(line, ',')
+		if tok = trimOWS(tok); tok != "" {
+			out = append(out, tok)
+		}
+	}
+	return out
+}
+
+func cut(s string, sep byte) (before, after string, found bool) {
+	for i := 0; i < len(s); i++ {
+		if s[i] == sep {
+			return s[:i], s[i+1:], true
+		}
+	}
+	return s, "", false
+}
+
+func trimOWS(s string) string {
+	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
+		s = s[1:]
+	}
+	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+// httpDate is the Date header's value, made at most once a second.
+func httpDate() string {
+	now := time.Now().Unix()
+	if d := cachedDate.Load(); d != nil && d.unix == now {
+		return d.text
+	}
+	d := &dateText{unix: now, text: time.Unix(now, 0).UTC().Format(http.TimeFormat)}
+	cachedDate.Store(d)
+	return d.text
+}
+
+var cachedDate atomic.Pointer[dateText]
+
+type dateText struct {
+	unix int64
+	text string
+}
+
+// writeFast answers r on caller with what answer writes (a refusal, a failure's page), and
+// reports whether the connection may carry another request (not when the answer says close).
+func (h *Hop) writeFast(caller net.Conn, r *http.Request, answer func(w http.ResponseWriter)) bool {
+	w := &bufferedAnswer{header: http.Header{}, status: http.StatusOK}
+	answer(w)
+	if w.status == 499 { // the caller went away: nobody to answer
+		return false
+	}
+	h2 := w.header
+	if _, ok := h2["Date"]; !ok {
+		h2["Date"] = []string{httpDate()}
+	}
+	h2["Content-Length"] = []string{strconv.Itoa(w.body.Len())}
+	keep := !r.Close && !headerHasToken(h2, "Connection", "close")
+	if !keep {
+		h2["Connection"] = []string{"close"}
+	}
+	bw := callerWriters.Get().(*bufio.Writer)
+	bw.Reset(caller)
+	defer func() { bw.Reset(nil); callerWriters.Put(bw) }()
+	bw.WriteString("HTTP/1.1 " + strconv.Itoa(w.status) + " " + http.StatusText(w.status) + "\r\n")
+	h2.Write(bw)
+	bw.WriteString("\r\n")
+	if r.Method != http.MethodHead {
+		bw.Write(w.body.Bytes())
+	}
+	return bw.Flush() == nil && keep
+}
+
+// A bufferedAnswer is the http.ResponseWriter of writeFast: the small pages of refusals and
+// failures, kept until they are written whole.
+type bufferedAnswer struct {
+	header http.Header
+	status int
+	wrote  bool
+	body   bytes.Buffer
+}
+
+func (w *bufferedAnswer) Header() http.Header { return w.header }
+
+func (w *bufferedAnswer) WriteHeader(code int) {
+	if !w.wrote {
+		w.status, w.wrote = code, true
+	}
+}
+
+func (w *bufferedAnswer) Write(p []byte) (int, error) {
+	w.wrote = true
+	return w.body.Write(p)
+}
+
+// closeWhenGone closes console when the caller's side of caller ends (it reads nothing: bytes the
+// caller sends stay for the next request), until stop is called.
+func closeWhenGone(caller, console net.Conn) (stop func()) {
+	sc, ok := caller.(syscall.Conn)
+	if !ok {
+		return func() {}
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return func() {}
+	}
+	caller.SetReadDeadline(time.Time{}) // a stream may last longer than the wait for a request
+	done := make(chan struct{})
+	var stopped atomic.Bool // set by stop: a caller gone after it changes nothing
+	go func() {
+		defer close(done)
+		gone := false
+		rc.Read(func(fd uintptr) bool {
+			var b [1]byte
+			// recvfrom without an address: syscall.Recvfrom fails on a stream socket's
+			// empty one.
+			n, _, errno := syscall.Syscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&b[0])), 1,
+				syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
+			if errno == syscall.EAGAIN || errno == syscall.EINTR {
+				return false // wait until the caller sends something or goes
+			}
+			gone = n == 0 || errno != 0
+			return true
+		})
+		if gone && stopped.CompareAndSwap(false, true) {
+			console.Close()
+		}
+	}()
+	return func() {
+		stopped.Store(true)
+		caller.SetReadDeadline(time.Unix(1, 0)) // wakes the watch
+		<-done
+	}
+}

@@ -1,0 +1,133 @@
+package proxy
+
+import (
+	"bytes"
+	"strings"
+
+	"golang.org/x/net/http/httpguts"
+)
+
+// This file is which requests the fast loop (conn.go) serves: fastHead, on the raw bytes of a
+// head, before anything of it is consumed.
+
+// headEnd returns the length of the request head at the start of buf, up to and including the
+// empty line that ends it, or 0 when buf holds no whole head. Lines may end with a bare LF, as
+// net/http reads them (fastHead then leaves the request to net/http).
+func headEnd(buf []byte) int {
+	start := 0
+	for {
+		i := bytes.IndexByte(buf[start:], '\n')
+		if i < 0 {
+			return 0
+		}
+		if line := buf[start : start+i]; len(line) == 0 || len(line) == 1 && line[0] == '\r' {
+			return start + i + 1
+		}
+		start += i + 1
+	}
+}
+
+// fastHead reports whether head (a whole request head, headEnd's) is of the plain kind that the
+// fast loop serves. It is deliberately narrower than what net/http's server accepts, so that
+// whatever it admits net/http parses (http.ReadRequest) to the same request and its server would
+// have accepted (FuzzFastHead checks both); everything else goes to net/http as it came:
+//
+//   - the request line is exactly "GET " or "HEAD ", a target of visible ASCII that starts with
+//     "/c/", and " HTTP/1.1", ended by CRLF;
+//   - every header line ends with CRLF (no bare LF, no bare CR), none is folded (obs-fold), each
+//     name is a token and each value a valid field value (net/http's own rules: httpguts);
+//   - exactly one Host, valid;
+//   - nothing that frames or changes the message: no Content-Length, Transfer-Encoding, Upgrade,
+//     Expect, Trailer, TE, Keep-Alive, Proxy-Connection or HTTP2-Settings; at most one
+//     Connection, and only "keep-alive" or "close".
+func fastHead(head []byte) bool {
+	line, rest, ok := cutLine(head)
+	if !ok || !fastRequestLine(line) {
+		return false
+	}
+	hosts, connections := 0, 0
+	for {
+		line, rest, ok = cutLine(rest)
+		if !ok {
+			return false
+		}
+		if len(line) == 0 {
+			return len(rest) == 0 && hosts == 1
+		}
+		if line[0] == ' ' || line[0] == '\t' {
+			return false // obs-fold
+		}
+		colon := bytes.IndexByte(line, ':')
+		if colon <= 0 {
+			return false
+		}
+		name := string(line[:colon]) // does not escape: the compiler keeps it on the stack
+		value := strings.Trim(string(line[colon+1:]), " \t")
+		if !httpguts.ValidHeaderFieldName(name) || !httpguts.ValidHeaderFieldValue(value) {
+			return false
+		}
+		switch {
+		case strings.EqualFold(name, "Host"):
+			hosts++
+			if !httpguts.ValidHostHeader(value) {
+				return false
+			}
+		case strings.EqualFold(name, "Connection"):
+			connections++
+			if connections > 1 || !strings.EqualFold(value, "keep-alive") && !strings.EqualFold(value, "close") {
+				return false
+			}
+		case framingHeader(name):
+			return false
+		}
+	}
+}
+
+// fastRequestLine reports whether line is "GET|HEAD /c/… HTTP/1.1" with a target of visible ASCII.
+func fastRequestLine(line []byte) bool {
+	var target []byte
+	switch {
+	case bytes.HasPrefix(line, []byte("GET ")):
+		target = line[len("GET "):]
+	case bytes.HasPrefix(line, []byte("HEAD ")):
+		target = line[len("HEAD "):]
+	default:
+		return false
+	}
+	target, ok := bytes.CutSuffix(target, []byte(" HTTP/1.1"))
+	if !ok || !bytes.HasPrefix(target, []byte("/c/")) {
+		return false
+	}
+	for _, b := range target {
+		if b <= ' ' || b >= 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// cutLine cuts the first CRLF-ended line off b. ok is false when b has no CRLF, or the line holds
+// a CR or LF of its own.
+func cutLine(b []byte) (line, rest []byte, ok bool) {
+	i := bytes.Index(b, []byte("\r\n"))
+	if i < 0 {
+		return nil, nil, false
+	}
+	line = b[:i]
+	if bytes.IndexByte(line, '\r') >= 0 || bytes.IndexByte(line, '\n') >= 0 {
+		return nil, nil, false
+	}
+	return line, b[i+2:], true
+}
+
+// framingHeader reports whether name frames the message, changes what the connection carries,
+// or is hop-by-hop in a way the fast exchange does not carry: such requests go to net/http.
+func framingHeader(name string) bool {
+	for _, f := range [...]string{"Content-Length", "Transfer-Encoding", "Upgrade", "Expect",
+		"Trailer", "TE", "Keep-Alive", "Proxy-Connection", "HTTP2-Settings"} {
+		if strings.EqualFold(name, f) {
+			return true
+		}
+	}
+	return false
+}

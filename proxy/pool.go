@@ -1,0 +1,144 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// This file is the fast exchange's connections to consoles: kept per console address, most
+// recently used first, each dialled by the Hop's dialer (DialConsole: the owner check of the
+// console's socket comes with every new connection), let go after idleConnTimeout.
+
+// An upConn is one connection to a console.
+type upConn struct {
+	c      net.Conn
+	br     *bufio.Reader
+	bw     *bufio.Writer
+	addr   string
+	read   int64 // bytes read from c in the current round trip
+	idleAt time.Time
+}
+
+func (uc *upConn) Read(p []byte) (int, error) {
+	n, err := uc.c.Read(p)
+	uc.read += int64(n)
+	return n, err
+}
+
+// roundTrip writes out and reads the console's first answer head to it.
+func (uc *upConn) roundTrip(out *http.Request) (*http.Response, error) {
+	uc.read = 0
+	if err := writeRequestHead(uc.bw, out); err != nil {
+		return nil, err
+	}
+	if err := uc.bw.Flush(); err != nil {
+		return nil, err
+	}
+	return http.ReadResponse(uc.br, out)
+}
+
+func (uc *upConn) close() { uc.c.Close() }
+
+// A consolePool keeps idle connections to consoles.
+type consolePool struct {
+	dial DialFunc
+
+	mu       sync.Mutex
+	idle     map[string][]*upConn
+	count    int
+	closed   bool
+	sweeping bool
+}
+
+// take returns a kept connection to addr (reused) or a new one.
+func (p *consolePool) take(ctx context.Context, addr string) (uc *upConn, reused bool, err error) {
+	now := time.Now()
+	p.mu.Lock()
+	for list := p.idle[addr]; len(list) > 0; list = p.idle[addr] {
+		uc = list[len(list)-1]
+		list[len(list)-1] = nil
+		p.idle[addr] = list[:len(list)-1]
+		p.count--
+		if now.Sub(uc.idleAt) < idleConnTimeout {
+			p.mu.Unlock()
+			return uc, true, nil
+		}
+		uc.close()
+	}
+	p.mu.Unlock()
+	c, err := p.dial(ctx, "tcp", addr)
+	if err != nil {
+		return nil, false, err
+	}
+	uc = &upConn{c: c, addr: addr}
+	uc.br = bufio.NewReaderSize(uc, fastReadBuffer)
+	uc.bw = bufio.NewWriterSize(c, 4<<10)
+	return uc, false, nil
+}
+
+// put keeps uc for the next exchange with its console, unless the pool is full or closed.
+func (p *consolePool) put(uc *upConn) {
+	uc.idleAt = time.Now()
+	p.mu.Lock()
+	if p.closed || len(p.idle[uc.addr]) >= maxIdlePerConsole || p.count >= 4*maxIdlePerConsole {
+		p.mu.Unlock()
+		uc.close()
+		return
+	}
+	if p.idle == nil {
+		p.idle = map[string][]*upConn{}
+	}
+	p.idle[uc.addr] = append(p.idle[uc.addr], uc)
+	p.count++
+	if !p.sweeping {
+		p.sweeping = true
+		time.AfterFunc(idleConnTimeout/2, p.sweep)
+	}
+	p.mu.Unlock()
+}
+
+// sweep closes the connections idle for idleConnTimeout, and comes again while any is kept.
+func (p *consolePool) sweep() {
+	now := time.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for addr, list := range p.idle {
+		kept := list[:0]
+		for _, uc := range list {
+			if now.Sub(uc.idleAt) >= idleConnTimeout {
+				uc.close()
+				p.count--
+				continue
+			}
+			kept = append(kept, uc)
+		}
+		clear(list[len(kept):])
+		if len(kept) == 0 {
+			delete(p.idle, addr)
+		} else {
+			p.idle[addr] = kept
+		}
+	}
+	if p.count > 0 && !p.closed {
+		time.AfterFunc(idleConnTimeout/2, p.sweep)
+	} else {
+		p.sweeping = false
+	}
+}
+
+// closeAll closes every kept connection; connections put back afterwards are closed.
+func (p *consolePool) closeAll() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closed = true
+	for _, list := range p.idle {
+		for _, uc := range list {
+			uc.close()
+		}
+	}
+	p.idle, p.count = nil, 0
+}
