@@ -75,8 +75,8 @@ type Server struct {
 	stop      chan struct{}
 	httpSrv   *http.Server
 	conns     *proxy.ConnServer // serves httpSrv's connections: the fast loop, then net/http
-	reach     reachState // the direct-reach door (reach.go)
-	bgOnce    sync.Once  // starts the token watch, the probes and the reach door, once
+	reach     reachState        // the direct-reach door (reach.go)
+	bgOnce    sync.Once         // starts the token watch, the probes and the reach door, once
 	closeOnce sync.Once
 }
 
