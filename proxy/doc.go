@@ -45,7 +45,7 @@
 // who is calling (CallerVerifier: a login and an address, or a Refusal), where consoles listen
 // (Consoles), the fleet token (TokenSource), and whom to tell that a console is down
 // (DownMarker, to NewHop). It serves the Door with NewServer, whose limits (SPEC S9) the Door
-// relies on.
+// relies on, behind a ConnServer when it is a plain (not TLS) door.
 //
 // It fails closed: a Door missing any of them refuses every request (500 internal); a verifier
 // that returns no login or no valid address, a lookup that fails, a token that cannot be read
@@ -53,6 +53,29 @@
 // fleet.rejected line (WriteRefusal) with the spec's reason word, and never carries a secret.
 // NewHop's default dialer is DialConsole, the owner check of peercred.DialOwn: a Hop whose dialer
 // was left out never sends the token to another user's process.
+//
+// # The fast loop
+//
+// The loopback door serves its connections through a ConnServer: a connection loop of fleet's own
+// that serves the plain requests every page load is made of — a GET or HEAD of HTTP/1.1 with no
+// body and no upgrade, whose head fits 8 KiB and is written as every browser and Tailscale Serve
+// write one (fastHead) — on one goroutine, over kept connections to the console. It exists for
+// speed alone: net/http's server and Transport spend twice the CPU per request that fleet's checks
+// do (bench/RESULTS.md). It changes no rule:
+//
+//   - every request is parsed by net/http's own parser (http.ReadRequest; the console's answer by
+//     http.ReadResponse), and fastHead admits only heads that net/http's server accepts and parses
+//     alike (FuzzFastHead);
+//   - every request is judged by the Door's one judgement, in the same order; the fast loop
+//     forwards only what it would forward, with the same assertOnto, and answers the console's
+//     answer as ReverseProxy does (TestFastLoopAnswersAsReverseProxy_S6_S9 sends the same
+//     requests both ways, to a console scripted with every kind of answer, and compares both ends);
+//   - anything else — a refusal, a redirect, a door page, a body, an upgrade, a head it does not
+//     admit — hands the connection, with the bytes read, to net/http's server, which serves that
+//     request (with the verdict already made: judged once) and everything after it on the
+//     connection, as it does when no fast loop is in front of it.
+//
+// The direct-reach door (TLS, HTTP/2) is served by net/http alone.
 //
 // This package judges and forwards; it does not decide who the caller is. That is the door's job.
 // This package must never forward a request it could not judge.
