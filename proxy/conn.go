@@ -257,12 +257,12 @@ func (fc *fastConn) serve() {
 			fc.handOver(nil, nil)
 			return
 		}
+		before := fc.br.Buffered()
 		r, err := http.ReadRequest(fc.br)
-		if err != nil {
-			// fastHead admits only what ReadRequest parses (FuzzFastHead); should it not,
-			// net/http answers it from the bytes as they came.
-			fc.handOver(head, nil)
-			return
+		if err != nil || before-fc.br.Buffered() != len(head) {
+			// fastHead admits only heads that ReadRequest reads whole (FuzzFastHead). Should
+			// one not be, nothing half-read is served: the connection is closed.
+			break
 		}
 		r.RemoteAddr = remote
 		r = r.WithContext(fc.ctx)

@@ -432,6 +432,19 @@ func (w *bufferedAnswer) Write(p []byte) (int, error) {
 	return w.body.Write(p)
 }
 
+// peekByte looks at the next byte of the socket fd without reading it and without waiting: n is
+// 1 (something is there), 0 (the peer closed), or -1 with errno (EAGAIN: nothing yet). It is
+// recvfrom without an address: syscall.Recvfrom fails on a stream socket's empty one.
+func peekByte(fd uintptr) (n int, errno syscall.Errno) {
+	var b [1]byte
+	r, _, e := syscall.Syscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&b[0])), 1,
+		syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
+	if e != 0 {
+		return -1, e
+	}
+	return int(r), 0
+}
+
 // closeWhenGone closes console when the caller's side of caller ends (it reads nothing: bytes the
 // caller sends stay for the next request), until stop is called.
 func closeWhenGone(caller, console net.Conn) (stop func()) {
@@ -450,15 +463,11 @@ func closeWhenGone(caller, console net.Conn) (stop func()) {
 		defer close(done)
 		gone := false
 		rc.Read(func(fd uintptr) bool {
-			var b [1]byte
-			// recvfrom without an address: syscall.Recvfrom fails on a stream socket's
-			// empty one.
-			n, _, errno := syscall.Syscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&b[0])), 1,
-				syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
-			if errno == syscall.EAGAIN || errno == syscall.EINTR {
+			n, errno := peekByte(fd)
+			if errno == syscall.EAGAIN || errno == syscall.EWOULDBLOCK || errno == syscall.EINTR {
 				return false // wait until the caller sends something or goes
 			}
-			gone = n == 0 || errno != 0
+			gone = n <= 0
 			return true
 		})
 		if gone && stopped.CompareAndSwap(false, true) {

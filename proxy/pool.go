@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -43,6 +44,36 @@ func (uc *upConn) roundTrip(out *http.Request) (*http.Response, error) {
 
 func (uc *upConn) close() { uc.c.Close() }
 
+// quietCheck is how long a kept connection may have been idle before take asks it whether it
+// is still quiet: a console that closed it (many close idle connections after a few seconds) or
+// wrote to it unasked would otherwise meet the next request, which would go out twice or be given
+// an answer that is not its own. Under load connections are idle for less than this, and cost
+// no system call.
+const quietCheck = 50 * time.Millisecond
+
+// quiet reports whether the console has neither closed uc nor written to it since its last
+// answer. It reads nothing.
+func (uc *upConn) quiet() bool {
+	if uc.br.Buffered() > 0 {
+		return false
+	}
+	sc, ok := uc.c.(syscall.Conn)
+	if !ok {
+		return true
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	quiet := false
+	err = rc.Read(func(fd uintptr) bool {
+		n, errno := peekByte(fd)
+		quiet = n < 0 && (errno == syscall.EAGAIN || errno == syscall.EWOULDBLOCK)
+		return true
+	})
+	return err == nil && quiet
+}
+
 // A consolePool keeps idle connections to consoles.
 type consolePool struct {
 	dial DialFunc
@@ -63,11 +94,17 @@ func (p *consolePool) take(ctx context.Context, addr string) (uc *upConn, reused
 		list[len(list)-1] = nil
 		p.idle[addr] = list[:len(list)-1]
 		p.count--
-		if now.Sub(uc.idleAt) < idleConnTimeout {
-			p.mu.Unlock()
+		idle := now.Sub(uc.idleAt)
+		if idle >= idleConnTimeout {
+			uc.close()
+			continue
+		}
+		p.mu.Unlock()
+		if idle < quietCheck || uc.quiet() {
 			return uc, true, nil
 		}
 		uc.close()
+		p.mu.Lock()
 	}
 	p.mu.Unlock()
 	c, err := p.dial(ctx, "tcp", addr)
