@@ -236,12 +236,12 @@ func (fc *fastConn) serve() {
 	fc.br = fastReaders.Get().(*bufio.Reader)
 	fc.br.Reset(fc.c)
 	remote := fc.c.RemoteAddr().String()
-	wait := ReadHeaderTimeout // a new connection's first request, as net/http's server
+	first := true // net/http's server gives a new connection's first head ReadHeaderTimeout in all
 	for {
 		if cs.closing.Load() || fc.state.Load() != connIdle {
 			break
 		}
-		head, ok := fc.readHead(wait)
+		head, ok := fc.readHead(first)
 		if !ok {
 			break
 		}
@@ -252,7 +252,7 @@ func (fc *fastConn) serve() {
 			fc.handOver(nil, nil)
 			return
 		}
-		wait = IdleTimeout
+		first = false
 		if !fastHead(head) {
 			fc.handOver(nil, nil)
 			return
@@ -295,15 +295,21 @@ var fastReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, fa
 // readHead waits for the next request's head and returns it, still unread in fc.br. ok is false
 // when the connection ended (closed, or silent past its deadline: closed without an answer, as
 // net/http's server does); a nil head with ok means the head does not fit fc.br.
-func (fc *fastConn) readHead(wait time.Duration) (head []byte, ok bool) {
+func (fc *fastConn) readHead(first bool) (head []byte, ok bool) {
+	deadlineSet := false
+	if first {
+		fc.c.SetReadDeadline(time.Now().Add(ReadHeaderTimeout))
+		deadlineSet = true
+	}
 	if fc.br.Buffered() == 0 {
-		fc.c.SetReadDeadline(time.Now().Add(wait))
+		if !first {
+			fc.c.SetReadDeadline(time.Now().Add(IdleTimeout))
+		}
 		if _, err := fc.br.Peek(1); err != nil {
 			return nil, false
 		}
 	}
 	// The rest of a head that came in pieces must come within ReadHeaderTimeout.
-	deadlineSet := false
 	for {
 		buf, _ := fc.br.Peek(fc.br.Buffered())
 		if n := headEnd(buf); n > 0 {
