@@ -259,9 +259,18 @@ func (fc *fastConn) serve() {
 		}
 		before := fc.br.Buffered()
 		r, err := http.ReadRequest(fc.br)
-		if err != nil || before-fc.br.Buffered() != len(head) {
-			// fastHead admits only heads that ReadRequest reads whole (FuzzFastHead). Should
-			// one not be, nothing half-read is served: the connection is closed.
+		read := before - fc.br.Buffered() // of head: ReadRequest reads no further (FuzzFastHead)
+		if read < 0 || read > len(head) {
+			break // it did: nothing half-read is passed on, the connection is closed
+		}
+		if err != nil {
+			// A target that is not a URL (a bad escape): net/http answers it 400 from the
+			// bytes as they came.
+			fc.br.Discard(len(head) - read)
+			fc.handOver(head, nil)
+			return
+		}
+		if read != len(head) {
 			break
 		}
 		r.RemoteAddr = remote
