@@ -33,7 +33,7 @@ func headEnd(buf []byte) int {
 // have accepted (FuzzFastHead checks both); everything else goes to net/http as it came:
 //
 //   - the request line is exactly "GET " or "HEAD ", a target of visible ASCII that starts with
-//     "/c/", and " HTTP/1.1", ended by CRLF;
+//     "/c/" and whose path has only whole %-escapes, and " HTTP/1.1", ended by CRLF;
 //   - every header line ends with CRLF (no bare LF, no bare CR), none is folded (obs-fold), each
 //     name is a token and each value a valid field value (net/http's own rules: httpguts);
 //   - exactly one Host, valid;
@@ -103,7 +103,19 @@ func fastRequestLine(line []byte) bool {
 			return false
 		}
 	}
+	// Every escape in the path is whole, so that http.ReadRequest's URL parse (whose only
+	// complaint about such a target is a broken escape) cannot fail.
+	path, _, _ := bytes.Cut(target, []byte("?"))
+	for i := 0; i < len(path); i++ {
+		if path[i] == '%' && (i+2 >= len(path) || !isHex(path[i+1]) || !isHex(path[i+2])) {
+			return false
+		}
+	}
 	return true
+}
+
+func isHex(b byte) bool {
+	return '0' <= b && b <= '9' || 'a' <= b && b <= 'f' || 'A' <= b && b <= 'F'
 }
 
 // cutLine cuts the first CRLF-ended line off b. ok is false when b has no CRLF, or the line holds
