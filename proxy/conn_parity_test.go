@@ -195,29 +195,39 @@ func TestFastLoopAnswersAsReverseProxy_S6_S9(t *testing.T) {
 			t.Run(method+path, func(t *testing.T) {
 				req := fmt.Sprintf("%s /c/alpha%s?q=1 HTTP/1.1\r\nHost: %s\r\nX-Forwarded-For: %s\r\nX-Forwarded-Proto: https\r\n"+
 					"User-Agent: parity/1\r\nAccept: */*\r\nCookie: a=b\r\nAuthorization: Bearer nope\r\n\r\n", method, path, tsName, aliceIP)
-				exchange := func(addr string) (parityAnswer, *http.Request) {
+				exchange := func(addr string) (parityAnswer, *http.Request, int64) {
 					conn, err := net.Dial("tcp4", addr)
 					if err != nil {
 						t.Fatal(err)
 					}
 					defer conn.Close()
-					before := console.last()
+					before, n := console.last(), served.Load()
 					if _, err := io.WriteString(conn, rawhttp.CRLF(req)); err != nil {
 						t.Fatal(err)
 					}
 					a := readParity(t, conn, method)
+					fastServed := served.Load() - n
 					got := console.last()
 					if got == before {
 						got = nil
 					}
-					return a, got
+					if !a.closeGot && !strings.Contains(a.body, "<") {
+						// The connection goes on: a next request on it is answered.
+						next := fmt.Sprintf("GET /c/alpha/cl HTTP/1.1\r\nHost: %s\r\nX-Forwarded-For: %s\r\n\r\n", tsName, aliceIP)
+						if _, err := io.WriteString(conn, next); err != nil {
+							t.Fatal(err)
+						}
+						if b := readParity(t, conn, "GET"); b.status != http.StatusOK {
+							t.Errorf("the next request on the connection: %d %q", b.status, b.body)
+						}
+					}
+					return a, got, fastServed
 				}
-				n := served.Load()
-				fa, fr := exchange(fastLn.Addr().String())
-				if served.Load() != n+1 {
-					t.Errorf("the fast loop did not serve it (%d exchanges)", served.Load()-n)
+				fa, fr, n := exchange(fastLn.Addr().String())
+				if n != 1 {
+					t.Errorf("the fast loop did not serve it (%d exchanges)", n)
 				}
-				sa, sr := exchange(slowLn.Addr().String())
+				sa, sr, _ := exchange(slowLn.Addr().String())
 
 				if path == "/short" && method == "GET" {
 					// A console that ends its answer short: ReverseProxy may not have sent the
@@ -229,6 +239,9 @@ func TestFastLoopAnswersAsReverseProxy_S6_S9(t *testing.T) {
 						}
 					}
 					return
+				}
+				if fa.closeGot != sa.closeGot {
+					t.Errorf("fast answer closes the connection: %v; ReverseProxy's: %v", fa.closeGot, sa.closeGot)
 				}
 				if !slices.Equal(fa.info, sa.info) || fa.status != sa.status || fa.body != sa.body {
 					t.Errorf("fast answered %v %d %q; ReverseProxy %v %d %q", fa.info, fa.status, trim(fa.body), sa.info, sa.status, trim(sa.body))

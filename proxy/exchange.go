@@ -140,10 +140,10 @@ func (h *Hop) exchange(ex *exchange, caller net.Conn, r *http.Request, t *Target
 	}
 	res.Body.Close() // read to its end: this only marks it closed
 	if res.Close || uc.br.Buffered() > 0 {
-		uc.close()
-		return false
+		uc.close() // the console's connection ends; the caller's goes on
+	} else {
+		h.pool.put(uc)
 	}
-	h.pool.put(uc)
 	return !r.Close
 }
 
