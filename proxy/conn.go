@@ -414,6 +414,7 @@ func (h *handedConn) drained() (net.Conn, bool) {
 	if len(h.prefix) > 0 || h.br != nil && h.br.Buffered() > 0 {
 		return nil, false
 	}
+	h.prefix, h.br = nil, nil // let the buffer go
 	return h.Conn, true
 }
 
