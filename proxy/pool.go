@@ -20,7 +20,8 @@ type upConn struct {
 	br     *bufio.Reader
 	bw     *bufio.Writer
 	addr   string
-	read   int64 // bytes read from c in the current round trip
+	rc     syscall.RawConn // c's socket, for quiet
+	read   int64           // bytes read from c in the current round trip
 	idleAt time.Time
 }
 
@@ -44,34 +45,25 @@ func (uc *upConn) roundTrip(out *http.Request) (*http.Response, error) {
 
 func (uc *upConn) close() { uc.c.Close() }
 
-// quietCheck is how long a kept connection may have been idle before take asks it whether it
-// is still quiet: a console that closed it (many close idle connections after a few seconds) or
-// wrote to it unasked would otherwise meet the next request, which would go out twice or be given
-// an answer that is not its own. Under load connections are idle for less than this, and cost
-// no system call.
-const quietCheck = 50 * time.Millisecond
-
 // quiet reports whether the console has neither closed uc nor written to it since its last
-// answer. It reads nothing.
+// answer, without reading anything: a console that closed a kept connection (many close idle ones
+// after a few seconds) would otherwise meet the next request, which would then go out twice; one
+// that wrote to it unasked would have the next request — perhaps another caller's — given an
+// answer that is not its own, and its own answer left for the request after. net/http's
+// Transport watches every idle connection with a goroutine for this; a look costs one
+// non-blocking system call when the connection is taken.
 func (uc *upConn) quiet() bool {
 	if uc.br.Buffered() > 0 {
 		return false
 	}
-	sc, ok := uc.c.(syscall.Conn)
-	if !ok {
-		return true
+	if uc.rc == nil {
+		return true // not a socket (tests): nothing to look at
 	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
+	n, errno := -1, syscall.Errno(0)
+	if err := uc.rc.Control(func(fd uintptr) { n, errno = peekByte(fd) }); err != nil {
 		return false
 	}
-	quiet := false
-	err = rc.Read(func(fd uintptr) bool {
-		n, errno := peekByte(fd)
-		quiet = n < 0 && (errno == syscall.EAGAIN || errno == syscall.EWOULDBLOCK)
-		return true
-	})
-	return err == nil && quiet
+	return n < 0 && (errno == syscall.EAGAIN || errno == syscall.EWOULDBLOCK)
 }
 
 // A consolePool keeps idle connections to consoles.
@@ -100,7 +92,7 @@ func (p *consolePool) take(ctx context.Context, addr string) (uc *upConn, reused
 			continue
 		}
 		p.mu.Unlock()
-		if idle < quietCheck || uc.quiet() {
+		if uc.quiet() {
 			return uc, true, nil
 		}
 		uc.close()
@@ -112,6 +104,9 @@ func (p *consolePool) take(ctx context.Context, addr string) (uc *upConn, reused
 		return nil, false, err
 	}
 	uc = &upConn{c: c, addr: addr}
+	if sc, ok := c.(syscall.Conn); ok {
+		uc.rc, _ = sc.SyscallConn()
+	}
 	uc.br = bufio.NewReaderSize(uc, fastReadBuffer)
 	uc.bw = bufio.NewWriterSize(c, 4<<10)
 	return uc, false, nil
