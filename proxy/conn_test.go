@@ -816,6 +816,40 @@ func TestConnPoolNotReused_F(t *testing.T) {
 	}
 }
 
+// TestConnStrayBytesReachNoOtherCaller_F: bytes a console sends after an answer, while its
+// connection is kept, are never taken for the answer to another caller's request.
+func TestConnStrayBytesReachNoOtherCaller_F(t *testing.T) {
+	d := startTestDoor(t)
+	late, lateSent := make(chan struct{}), make(chan struct{})
+	rc := newRawConsole(t, func(_ int, c net.Conn, r *http.Request) bool {
+		io.WriteString(c, answerOK)
+		if r.URL.Path == "/first" {
+			select {
+			case <-late:
+				io.WriteString(c, stray)
+			case <-time.After(waitLimit):
+			}
+			close(lateSent)
+		}
+		return true
+	})
+	d.setConsole("raw", rc.addr())
+	// The first caller's connection closes once its exchange is over: the console's connection
+	// is kept by then.
+	first := d.dial()
+	defer first.Close()
+	if r := toResponses(rawhttp.Exchange(t, first, serveReq("GET", "/c/raw/first", "Connection: close"), 1))[0]; r.status != 200 {
+		t.Fatalf("first caller: %d %q", r.status, r.reason)
+	}
+	wantClosed(t, first, nil, "the first caller's connection")
+	close(late)
+	waitFor(t, lateSent, "the console's stray bytes")
+	r := d.raw(serveReq("GET", "/c/raw/second"))
+	if r.status != 200 || r.body != "ok" {
+		t.Errorf("another caller got %d %q %q, want its own answer, 200 \"ok\"", r.status, r.reason, r.body)
+	}
+}
+
 func rawPaths(got []rawSeen) []string {
 	var out []string
 	for _, s := range got {
