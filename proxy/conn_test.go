@@ -1,0 +1,859 @@
+package proxy
+
+// The door's own connection loop (ConnServer, conn.go) on the wire: raw requests over net.Dial
+// to a real listener, asserting what the caller got and what the console saw — which requests
+// the fast loop serves and which it hands to net/http (with the bytes read and the verdict made),
+// its kept console connections (pool.go), streams, and Shutdown.
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/phase-console/fleet/internal/echoconsole"
+	"github.com/phase-console/fleet/internal/rawhttp"
+)
+
+// countFast counts the requests the fast loop serves from now until the test ends.
+func countFast(t *testing.T) func() int64 {
+	var n atomic.Int64
+	fastServedHook = func() { n.Add(1) }
+	t.Cleanup(func() { fastServedHook = nil })
+	return n.Load
+}
+
+// rawConsole is a console written on the bare connection, for what the fast loop does with its
+// side of the hop: it counts the connections it accepted, records each request with the number of
+// the connection it came on, and answers with answer, which writes raw bytes and says whether the
+// console keeps the connection (false: the console closes it, saying nothing).
+type rawConsole struct {
+	ln     net.Listener
+	answer func(conn int, c net.Conn, r *http.Request) bool
+	ended  chan int // the number of each connection that ended, for either side's reason
+
+	mu      sync.Mutex
+	accepts int
+	got     []rawSeen
+}
+
+type rawSeen struct {
+	conn         int
+	method, path string
+	header       http.Header
+}
+
+func newRawConsole(t *testing.T, answer func(conn int, c net.Conn, r *http.Request) bool) *rawConsole {
+	t.Helper()
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := &rawConsole{ln: ln, answer: answer, ended: make(chan int, 256)}
+	var conns sync.WaitGroup
+	var mu sync.Mutex
+	var open []net.Conn
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range open {
+			c.Close()
+		}
+		mu.Unlock()
+		conns.Wait()
+	})
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			open = append(open, c)
+			mu.Unlock()
+			rc.mu.Lock()
+			n := rc.accepts
+			rc.accepts++
+			rc.mu.Unlock()
+			conns.Add(1)
+			go func() {
+				defer conns.Done()
+				rc.serve(n, c)
+			}()
+		}
+	}()
+	return rc
+}
+
+func (rc *rawConsole) serve(n int, c net.Conn) {
+	defer func() {
+		c.Close()
+		select {
+		case rc.ended <- n:
+		default:
+		}
+	}()
+	br := bufio.NewReader(c)
+	for {
+		r, err := http.ReadRequest(br)
+		if err != nil {
+			return
+		}
+		rc.mu.Lock()
+		rc.got = append(rc.got, rawSeen{conn: n, method: r.Method, path: r.URL.Path, header: r.Header})
+		rc.mu.Unlock()
+		if !rc.answer(n, c, r) {
+			return
+		}
+	}
+}
+
+func (rc *rawConsole) addr() string { return rc.ln.Addr().String() }
+
+// seen returns every request the console read.
+func (rc *rawConsole) seen() []rawSeen {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return slices.Clone(rc.got)
+}
+
+// waitEnded waits until connection n has ended.
+func (rc *rawConsole) waitEnded(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.After(waitLimit)
+	for {
+		select {
+		case m := <-rc.ended:
+			if m == n {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("the console's connection #%d did not end", n)
+		}
+	}
+}
+
+// usedConns is how many connections carried the requests of got.
+func usedConns(got []rawSeen) int {
+	seen := map[int]bool{}
+	for _, s := range got {
+		seen[s.conn] = true
+	}
+	return len(seen)
+}
+
+// answerOK is a console's plain keep-alive answer.
+const answerOK = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\nok"
+
+// wantClosed reads conn and wants the door to have closed it (EOF, nothing more), within waitLimit.
+func wantClosed(t *testing.T, conn net.Conn, br *bufio.Reader, what string) {
+	t.Helper()
+	conn.SetReadDeadline(time.Now().Add(waitLimit))
+	var r io.Reader = conn
+	if br != nil {
+		r = br
+	}
+	b := make([]byte, 64)
+	n, err := r.Read(b)
+	if n != 0 || err != io.EOF {
+		t.Errorf("%s: read %q, %v; want the door to close it (EOF)", what, b[:n], err)
+	}
+}
+
+// readAnswer reads one answer to a request of method from br.
+func readAnswer(t *testing.T, br *bufio.Reader, method string) (*http.Response, string) {
+	t.Helper()
+	res, err := http.ReadResponse(br, &http.Request{Method: method})
+	if err != nil {
+		t.Fatalf("reading the answer to %s: %v", method, err)
+	}
+	body, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatalf("reading the body of the answer to %s: %v", method, err)
+	}
+	return res, string(body)
+}
+
+// TestConnFastThenHandedOver_S6: one connection carries a plain GET (the fast loop), a POST with a
+// body (handed to net/http, with the bytes read), then a GET (net/http's now): each is answered in
+// order, and the console sees exactly the three, with the POST's body.
+func TestConnFastThenHandedOver_S6(t *testing.T) {
+	d := startTestDoor(t)
+	fast := countFast(t)
+	before := d.alpha.count()
+	conn := d.dial()
+	defer conn.Close()
+	steps := []struct{ req, body string }{
+		{serveReq("GET", "/c/alpha/one"), "echo /one"},
+		{serveReq("POST", "/c/alpha/two", "Content-Type: text/plain", "Content-Length: 5") + "hello", "echo /two"},
+		{serveReq("GET", "/c/alpha/three"), "echo /three"},
+	}
+	for i, s := range steps {
+		r := toResponses(rawhttp.Exchange(t, conn, s.req, 1))[0]
+		if r.status != http.StatusOK || r.body != s.body {
+			t.Fatalf("request %d: got %d %q %q, want 200 %q", i+1, r.status, r.reason, r.body, s.body)
+		}
+	}
+	got := d.alpha.Since(before)
+	var saw []string
+	for _, s := range got {
+		saw = append(saw, s.Method+" "+s.Path+" "+s.Body)
+	}
+	if want := []string{"GET /one ", "POST /two hello", "GET /three "}; !slices.Equal(saw, want) {
+		t.Errorf("the console saw %q, want %q", saw, want)
+	}
+	if n := fast(); n != 1 {
+		t.Errorf("the fast loop served %d requests, want only the first (the rest are net/http's)", n)
+	}
+}
+
+// TestConnRefusalJudgedOnce_S7_S11: pipelined in one write, a GET, a request the Door refuses
+// with a keep-alive refusal, and a GET are all answered; the refused one — judged by the fast loop
+// and answered by net/http with that verdict — is logged once, and the caller verification is
+// asked once per request that reaches it, not again when net/http serves the refusal.
+func TestConnRefusalJudgedOnce_S7_S11(t *testing.T) {
+	rows := []struct {
+		name, path, reason string
+		status             int
+		asked              int64 // verifications for the three requests
+	}{
+		{"S7 hooks", "/c/alpha/hooks/x", "hooks", http.StatusForbidden, 2}, // refused before verification
+		{"S8 unknown console", "/c/nosuch/x", "unknown-console", http.StatusNotFound, 3},
+	}
+	for _, row := range rows {
+		t.Run(row.name, func(t *testing.T) {
+			d := startTestDoor(t)
+			fast := countFast(t)
+			before := d.alpha.count()
+			rs := d.rawMany(serveReq("GET", "/c/alpha/one")+serveReq("GET", row.path)+serveReq("GET", "/c/alpha/three"), 3)
+			if rs[0].status != 200 || rs[0].body != "echo /one" || rs[1].status != row.status || rs[1].reason != row.reason ||
+				rs[2].status != 200 || rs[2].body != "echo /three" {
+				t.Fatalf("got %d %q, %d %q, %d %q; want 200, %d %s, 200", rs[0].status, rs[0].body, rs[1].status, rs[1].reason,
+					rs[2].status, rs[2].body, row.status, row.reason)
+			}
+			if paths := pathsOf(d.alpha.Since(before)); !slices.Equal(paths, []string{"/one", "/three"}) {
+				t.Errorf("the console saw %q, want /one and /three", paths)
+			}
+			d.wantRejectedLine(t, d.rejectedBefore, serveReq("GET", row.path), row.reason)
+			if n := d.own.asked.Load(); n != row.asked {
+				t.Errorf("the caller verification was asked %d times, want %d (judged once each)", n, row.asked)
+			}
+			if n := fast(); n != 1 {
+				t.Errorf("the fast loop served %d requests, want 1 (it hands over at the refusal)", n)
+			}
+		})
+	}
+}
+
+func pathsOf(rs []seen) []string {
+	var out []string
+	for _, r := range rs {
+		out = append(out, r.Path)
+	}
+	return out
+}
+
+// TestConnKeptConsoleConnectionClosed_F: a kept console connection that the console closed
+// meanwhile costs nothing: the next GET is sent again once, on a fresh connection, and answered;
+// the console sees it once.
+func TestConnKeptConsoleConnectionClosed_F(t *testing.T) {
+	d := startTestDoor(t)
+	fast := countFast(t)
+	rc := newRawConsole(t, func(_ int, c net.Conn, _ *http.Request) bool {
+		io.WriteString(c, answerOK)
+		return false // and closes the connection without a word
+	})
+	d.setConsole("raw", rc.addr())
+	conn := d.dial()
+	defer conn.Close()
+	if r := toResponses(rawhttp.Exchange(t, conn, serveReq("GET", "/c/raw/one"), 1))[0]; r.status != 200 || r.body != "ok" {
+		t.Fatalf("first GET: %d %q %q", r.status, r.reason, r.body)
+	}
+	rc.waitEnded(t, rc.seen()[0].conn) // the door keeps a connection that the console has closed now
+	if r := toResponses(rawhttp.Exchange(t, conn, serveReq("GET", "/c/raw/two"), 1))[0]; r.status != 200 || r.body != "ok" {
+		t.Fatalf("GET after the console closed the kept connection: %d %q %q, want 200", r.status, r.reason, r.body)
+	}
+	if got := rc.seen(); len(got) != 2 || got[0].path != "/one" || got[1].path != "/two" || got[1].conn == got[0].conn {
+		t.Errorf("the console saw %v; want /one, then /two once on a fresh connection", rawPaths(got))
+	}
+	if n := fast(); n != 2 {
+		t.Errorf("the fast loop served %d requests, want 2", n)
+	}
+}
+
+// TestConnConsoleHangsUp_F: a console that closes each connection after reading a request,
+// without answering, gets a GET at most twice — once on the kept connection, once on a fresh one
+// — and the caller gets 502 console-down; with no kept connection, it gets the GET once.
+func TestConnConsoleHangsUp_F(t *testing.T) {
+	d := startTestDoor(t)
+	fast := countFast(t)
+	var hangUp atomic.Bool
+	rc := newRawConsole(t, func(_ int, c net.Conn, _ *http.Request) bool {
+		if hangUp.Load() {
+			return false
+		}
+		io.WriteString(c, answerOK)
+		return true
+	})
+	d.setConsole("raw", rc.addr())
+	conn := d.dial()
+	defer conn.Close()
+	if r := toResponses(rawhttp.Exchange(t, conn, serveReq("GET", "/c/raw/warm"), 1))[0]; r.status != 200 {
+		t.Fatalf("warm-up GET: %d %q", r.status, r.reason)
+	}
+	hangUp.Store(true)
+	r := toResponses(rawhttp.Exchange(t, conn, serveReq("GET", "/c/raw/x"), 1))[0]
+	if r.status != http.StatusBadGateway || r.reason != "console-down" {
+		t.Errorf("got %d %q, want 502 console-down", r.status, r.reason)
+	}
+	got := rc.seen()
+	var conns []int
+	for _, s := range got {
+		if s.path == "/x" {
+			conns = append(conns, s.conn)
+		}
+	}
+	if len(conns) < 1 || len(conns) > 2 || len(conns) == 2 && conns[1] == conns[0] {
+		t.Errorf("the console got the GET on connections %v; want at most twice, the second on a fresh one", conns)
+	}
+
+	t.Run("no kept connection", func(t *testing.T) {
+		rc2 := newRawConsole(t, func(int, net.Conn, *http.Request) bool { return false })
+		d.setConsole("raw2", rc2.addr())
+		r := d.raw(serveReq("GET", "/c/raw2/x"))
+		if r.status != http.StatusBadGateway || r.reason != "console-down" {
+			t.Errorf("got %d %q, want 502 console-down", r.status, r.reason)
+		}
+		if got := rc2.seen(); len(got) != 1 {
+			t.Errorf("the console got the GET %d times on a fresh connection, want once", len(got))
+		}
+	})
+	if n := fast(); n != 3 {
+		t.Errorf("the fast loop served %d requests, want 3", n)
+	}
+}
+
+// TestConnServerSentEvents_S9: an event stream through the fast loop reaches the caller event by
+// event, as the console sends them; when the caller goes while the console is silent, the console's
+// connection is closed (a console waits for no one).
+func TestConnServerSentEvents_S9(t *testing.T) {
+	d := startTestDoor(t)
+	fast := countFast(t)
+	next := make(chan struct{})
+	gone := make(chan error, 1)
+	rc := newRawConsole(t, func(_ int, c net.Conn, r *http.Request) bool {
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"+
+			"b\r\ndata: one\n\n\r\n")
+		select {
+		case <-next:
+		case <-time.After(waitLimit):
+			return false
+		}
+		io.WriteString(c, "b\r\ndata: two\n\n\r\n")
+		// Silent now, until the door closes the connection.
+		c.SetReadDeadline(time.Now().Add(waitLimit))
+		_, err := c.Read(make([]byte, 1))
+		gone <- err
+		return false
+	})
+	d.setConsole("raw", rc.addr())
+	conn, _, resp := d.open(serveReq("GET", "/c/raw/sse", "Accept: text/event-stream"))
+	defer conn.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("got %d %q", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	body := bufio.NewReader(resp.Body)
+	readEvent := func(want string) {
+		t.Helper()
+		for _, w := range []string{want + "\n", "\n"} {
+			if line, err := body.ReadString('\n'); line != w {
+				t.Fatalf("read %q, %v; want %q", line, err, w)
+			}
+		}
+	}
+	// The console sends "two" only after this read: a door that waited for more would fail it at
+	// the connection's deadline.
+	readEvent("data: one")
+	close(next)
+	readEvent("data: two")
+	conn.Close()
+	select {
+	case err := <-gone:
+		if !errors.Is(err, io.EOF) {
+			t.Errorf("the console's read ended with %v, want EOF (the door closing its connection)", err)
+		}
+	case <-time.After(waitLimit):
+		t.Fatal("the console's connection stayed open after the caller went")
+	}
+	if n := fast(); n != 1 {
+		t.Errorf("the fast loop served %d requests, want 1", n)
+	}
+}
+
+// TestConnHeadAnswer_S6: a HEAD through the fast loop is answered with the head alone — the
+// answer to a GET written after it starts right after that head.
+func TestConnHeadAnswer_S6(t *testing.T) {
+	d := startTestDoor(t)
+	fast := countFast(t)
+	before := d.alpha.count()
+	conn := d.dial()
+	defer conn.Close()
+	if _, err := io.WriteString(conn, crlf(serveReq("HEAD", "/c/alpha/h")+serveReq("GET", "/c/alpha/g"))); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(conn)
+	res, body := readAnswer(t, br, "HEAD")
+	if res.StatusCode != 200 || body != "" || len(res.TransferEncoding) != 0 {
+		t.Errorf("HEAD: got %d %q, transfer encoding %v; want 200 and no body", res.StatusCode, body, res.TransferEncoding)
+	}
+	// Read as a GET's, a body after the HEAD's head would be taken for this answer's start.
+	if res, body := readAnswer(t, br, "GET"); res.StatusCode != 200 || body != "echo /g" {
+		t.Errorf("GET after HEAD: got %d %q, want 200 \"echo /g\"", res.StatusCode, body)
+	}
+	var saw []string
+	for _, s := range d.alpha.Since(before) {
+		saw = append(saw, s.Method+" "+s.Path)
+	}
+	if want := []string{"HEAD /h", "GET /g"}; !slices.Equal(saw, want) {
+		t.Errorf("the console saw %q, want %q", saw, want)
+	}
+	if n := fast(); n != 2 {
+		t.Errorf("the fast loop served %d requests, want 2", n)
+	}
+}
+
+// TestConnConnectionClose_S6: a caller's Connection: close is answered with Connection: close and
+// the connection closed after the answer; the console is asked once, without the caller's
+// Connection line.
+func TestConnConnectionClose_S6(t *testing.T) {
+	d := startTestDoor(t)
+	fast := countFast(t)
+	before := d.alpha.count()
+	conn := d.dial()
+	defer conn.Close()
+	if _, err := io.WriteString(conn, crlf(serveReq("GET", "/c/alpha/x", "Connection: close"))); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(conn)
+	res, body := readAnswer(t, br, "GET")
+	if res.StatusCode != 200 || body != "echo /x" || !res.Close {
+		t.Errorf("got %d %q, close %v; want 200 with Connection: close", res.StatusCode, body, res.Close)
+	}
+	wantClosed(t, conn, br, "after the answer to Connection: close")
+	got := d.alpha.Since(before)
+	if len(got) != 1 || got[0].Path != "/x" {
+		t.Fatalf("the console saw %q, want /x once", pathsOf(got))
+	}
+	if v := got[0].Header.Values("Connection"); len(v) != 0 {
+		t.Errorf("the console was sent Connection %q: a hop-by-hop header of the caller's", v)
+	}
+	if n := fast(); n != 1 {
+		t.Errorf("the fast loop served %d requests, want 1", n)
+	}
+}
+
+// slowDoor is a door served by a ConnServer of the test's own, with a console "slow" whose answer
+// to /slow waits for release (arrived says it has the request); it answers anything else at once.
+type slowDoor struct {
+	*testDoor
+	cs       *ConnServer
+	serveErr chan error
+	arrived  chan struct{}
+	release  chan struct{}
+}
+
+func startSlowDoor(t *testing.T) *slowDoor {
+	d := &slowDoor{testDoor: startTestDoor(t), serveErr: make(chan error, 1),
+		arrived: make(chan struct{}, 1), release: make(chan struct{})}
+	slow := newEchoConsole(t, echoconsole.Answer(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			d.arrived <- struct{}{}
+			select {
+			case <-d.release:
+			case <-time.After(waitLimit):
+			}
+		}
+		fmt.Fprintf(w, "answer %s", r.URL.Path)
+	}))
+	d.setConsole("slow", slow.addr())
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.testDoor.addr = ln.Addr().String() // d.dial dials this ConnServer
+	d.cs = &ConnServer{Door: d.door, Server: NewServer(d.door, d.door.Log)}
+	go func() { d.serveErr <- d.cs.Serve(ln) }()
+	t.Cleanup(func() { d.cs.Close() })
+	return d
+}
+
+// connections opens the three kinds of connection that Shutdown and Close find: one idle in the
+// fast loop after a GET, one idle in net/http after a POST (handed over), and one in the fast
+// loop's exchange of /slow, whose console holds the answer. busy's reader is returned with it.
+func (d *slowDoor) connections(t *testing.T) (idle, handed, busy net.Conn, busyBr *bufio.Reader) {
+	t.Helper()
+	idle, handed, busy = d.dial(), d.dial(), d.dial()
+	t.Cleanup(func() { idle.Close(); handed.Close(); busy.Close() })
+	if r := toResponses(rawhttp.Exchange(t, idle, serveReq("GET", "/c/slow/x"), 1))[0]; r.status != 200 {
+		t.Fatalf("GET: %d %q", r.status, r.reason)
+	}
+	post := serveReq("POST", "/c/slow/p", "Content-Length: 2") + "hi"
+	if r := toResponses(rawhttp.Exchange(t, handed, post, 1))[0]; r.status != 200 {
+		t.Fatalf("POST: %d %q", r.status, r.reason)
+	}
+	if _, err := io.WriteString(busy, crlf(serveReq("GET", "/c/slow/slow"))); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, d.arrived, "the console to hold /slow")
+	return idle, handed, busy, bufio.NewReader(busy)
+}
+
+// TestConnShutdown: Shutdown closes the connections that wait for a request at once, lets the one
+// in an exchange finish its answer (then closes it), and only then returns; Serve, before and
+// after, returns http.ErrServerClosed.
+func TestConnShutdown(t *testing.T) {
+	d := startSlowDoor(t)
+	idle, handed, busy, busyBr := d.connections(t)
+
+	done := make(chan error, 1)
+	go func() { done <- d.cs.Shutdown(context.Background()) }()
+	wantClosed(t, idle, nil, "a fast connection idle at Shutdown")
+	wantClosed(t, handed, nil, "a handed-over connection idle at Shutdown")
+	select {
+	case err := <-done:
+		t.Fatalf("Shutdown returned (%v) while an exchange was still running", err)
+	default:
+	}
+
+	close(d.release)
+	res, body := readAnswer(t, busyBr, "GET")
+	if res.StatusCode != 200 || body != "answer /slow" {
+		t.Errorf("the exchange running at Shutdown: got %d %q, want its whole answer", res.StatusCode, body)
+	}
+	wantClosed(t, busy, busyBr, "the busy connection after its answer")
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+	case <-time.After(waitLimit):
+		t.Fatal("Shutdown did not return after the last exchange ended")
+	}
+	select {
+	case err := <-d.serveErr:
+		if !errors.Is(err, http.ErrServerClosed) {
+			t.Errorf("Serve returned %v, want http.ErrServerClosed", err)
+		}
+	case <-time.After(waitLimit):
+		t.Fatal("Serve did not return after Shutdown")
+	}
+
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.cs.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		t.Errorf("Serve after Shutdown returned %v, want http.ErrServerClosed", err)
+	}
+	if _, err := ln.Accept(); err == nil {
+		t.Errorf("Serve after Shutdown left its listener open")
+	}
+}
+
+// TestConnClose: Close closes every connection at once, the one in an exchange too, before its
+// console answers.
+func TestConnClose(t *testing.T) {
+	d := startSlowDoor(t)
+	idle, handed, busy, busyBr := d.connections(t)
+	if err := d.cs.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	wantClosed(t, idle, nil, "a fast connection idle at Close")
+	wantClosed(t, handed, nil, "a handed-over connection idle at Close")
+	wantClosed(t, busy, busyBr, "a connection in an exchange at Close")
+	close(d.release)
+	select {
+	case err := <-d.serveErr:
+		if !errors.Is(err, http.ErrServerClosed) {
+			t.Errorf("Serve returned %v, want http.ErrServerClosed", err)
+		}
+	case <-time.After(waitLimit):
+		t.Fatal("Serve did not return after Close")
+	}
+}
+
+// TestConnHeadOverReadBuffer_S9: a head that does not fit the fast loop's 8 KiB buffer is served
+// by net/http from the bytes read, whole — alone, after a fast GET, or pipelined behind one.
+func TestConnHeadOverReadBuffer_S9(t *testing.T) {
+	cookie := "big=" + strings.Repeat("c", 20<<10)
+	big := serveReq("GET", "/c/alpha/big", "Cookie: "+cookie)
+	small := serveReq("GET", "/c/alpha/small")
+	rows := []struct {
+		name  string
+		reqs  []string // written in turn, each answered before the next
+		paths []string
+		fast  int64
+	}{
+		{"S9 alone", []string{big}, []string{"/big"}, 0},
+		{"S9 after a fast GET", []string{small, big}, []string{"/small", "/big"}, 1},
+		{"S9 pipelined behind a fast GET", []string{small + big}, []string{"/small", "/big"}, 1},
+	}
+	for _, row := range rows {
+		t.Run(row.name, func(t *testing.T) {
+			d := startTestDoor(t)
+			fast := countFast(t)
+			conn := d.dial()
+			defer conn.Close()
+			var rs []response
+			for _, req := range row.reqs {
+				rs = append(rs, toResponses(rawhttp.Exchange(t, conn, req, strings.Count(req, " HTTP/1.1\n")))...)
+			}
+			for i, r := range rs {
+				if r.status != 200 || r.body != "echo "+row.paths[i] {
+					t.Errorf("answer %d: %d %q %q", i+1, r.status, r.reason, r.body)
+				}
+			}
+			got := d.alpha.All()
+			if paths := pathsOf(got); !slices.Equal(paths, row.paths) {
+				t.Fatalf("the console saw %q, want %q", paths, row.paths)
+			}
+			if c := got[len(got)-1].Header.Get("Cookie"); c != cookie {
+				t.Errorf("the console saw a Cookie of %d bytes, want the whole %d", len(c), len(cookie))
+			}
+			if n := fast(); n != row.fast {
+				t.Errorf("the fast loop served %d requests, want %d", n, row.fast)
+			}
+		})
+	}
+}
+
+// TestConnHeadOver64KiB_S9: a head over 64 KiB, handed to net/http, is 431 and reaches no console.
+func TestConnHeadOver64KiB_S9(t *testing.T) {
+	d := startTestDoor(t)
+	t.Run("S9 65 KiB Cookie", func(t *testing.T) {
+		d.wantRejected(t, serveReq("GET", "/c/alpha/x", "Cookie: big="+strings.Repeat("c", 65<<10)),
+			http.StatusRequestHeaderFieldsTooLarge, "header-too-large")
+	})
+	t.Run("S9 80 KiB Cookie", func(t *testing.T) {
+		before := d.alpha.count()
+		r := d.rawAs(serveReq("GET", "/c/alpha/x", "Cookie: big="+strings.Repeat("c", 80<<10)))
+		if r.status != http.StatusRequestHeaderFieldsTooLarge {
+			t.Errorf("got %d %q, want 431", r.status, r.reason)
+		}
+		if n := d.alpha.count(); n != before {
+			t.Errorf("the console saw %d request(s)", n-before)
+		}
+	})
+}
+
+// TestConnPoolReuse: sequential requests reuse one kept console connection, whether they come on
+// one caller connection or on one caller connection after another.
+func TestConnPoolReuse(t *testing.T) {
+	d := startTestDoor(t)
+	fast := countFast(t)
+	rc := newRawConsole(t, func(_ int, c net.Conn, _ *http.Request) bool {
+		_, err := io.WriteString(c, answerOK)
+		return err == nil
+	})
+	d.setConsole("raw", rc.addr())
+	conn := d.dial()
+	defer conn.Close()
+	for i := range 32 {
+		r := toResponses(rawhttp.Exchange(t, conn, serveReq("GET", fmt.Sprintf("/c/raw/%d", i)), 1))[0]
+		if r.status != 200 || r.body != "ok" {
+			t.Fatalf("GET %d: %d %q %q", i, r.status, r.reason, r.body)
+		}
+	}
+	// One caller after another: each waits for the door to close its connection, which it does
+	// after putting the console's connection back.
+	for i := range 32 {
+		c := d.dial()
+		r := toResponses(rawhttp.Exchange(t, c, serveReq("GET", fmt.Sprintf("/c/raw/c%d", i), "Connection: close"), 1))[0]
+		if r.status != 200 || r.body != "ok" {
+			t.Fatalf("caller %d: %d %q %q", i, r.status, r.reason, r.body)
+		}
+		wantClosed(t, c, nil, "a Connection: close caller")
+		c.Close()
+	}
+	if got := rc.seen(); len(got) != 64 || usedConns(got) != 1 {
+		t.Errorf("the console saw %d requests on %d connections, want 64 on one: %v", len(got), usedConns(got), rawPaths(got))
+	}
+	if n := fast(); n != 64 {
+		t.Errorf("the fast loop served %d requests, want 64", n)
+	}
+}
+
+// stray looks like an answer: a console's bytes that no request asked for.
+const stray = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 6\r\n\r\nstolen"
+
+// A consoleEndsRow is a console's answer to method path after which its connection cannot carry
+// another exchange; late, if any, is written once the caller has the answer.
+type consoleEndsRow struct {
+	name, method, path string
+	answer, late       string
+}
+
+var consoleEndsRows = []consoleEndsRow{
+	{"Connection: close", "GET", "/close", "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok", ""},
+	{"HTTP/1.0", "GET", "/http10", "HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok", ""},
+	{"HEAD answered with a body", "HEAD", "/headbody", "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", ""},
+	{"more than Content-Length", "GET", "/extra", answerOK + stray, ""},
+}
+
+// TestConnCallerConnectionOutlivesConsoles_S6: when the console's answer ends the console's
+// connection, the caller's connection carries the next request, as ReverseProxy's does — or, if
+// the door closes it, the answer said Connection: close.
+func TestConnCallerConnectionOutlivesConsoles_S6(t *testing.T) {
+	for _, row := range consoleEndsRows {
+		t.Run(row.name, func(t *testing.T) {
+			d := startTestDoor(t)
+			rc := newRawConsole(t, func(_ int, c net.Conn, r *http.Request) bool {
+				if r.URL.Path == row.path {
+					io.WriteString(c, row.answer)
+				} else {
+					io.WriteString(c, answerOK)
+				}
+				return true
+			})
+			d.setConsole("raw", rc.addr())
+			conn := d.dial()
+			defer conn.Close()
+			br := bufio.NewReader(conn)
+			io.WriteString(conn, crlf(serveReq(row.method, "/c/raw"+row.path)))
+			first, _ := readAnswer(t, br, row.method)
+			io.WriteString(conn, crlf(serveReq("GET", "/c/raw/after")))
+			res, err := http.ReadResponse(br, nil)
+			switch {
+			case err != nil && !first.Close:
+				t.Errorf("the door closed the caller's connection after an answer that did not say Connection: close "+
+					"(ReverseProxy keeps it): the next request got %v", err)
+			case err == nil && res.StatusCode != 200:
+				t.Errorf("the next request got %d %q", res.StatusCode, res.Header.Get("X-Fleet-Reason"))
+			}
+		})
+	}
+}
+
+// TestConnPoolNotReused_F: a console connection whose answer ends it — Connection: close, an
+// HTTP/1.0 answer, a HEAD answered with a body, more bytes than the answer's length — is not used
+// again, even when the console keeps it open: the next request goes on a fresh connection and gets
+// its own answer. Bytes the console sends after the door passed the answer on count too (net/http's
+// Transport watches its idle connections for them: "Unsolicited response received on idle HTTP
+// channel"); here they look like an answer, which must never reach the next caller.
+func TestConnPoolNotReused_F(t *testing.T) {
+	rows := slices.Concat(consoleEndsRows, []consoleEndsRow{
+		{"HEAD answered with a body sent late", "HEAD", "/headlate", "HTTP/1.1 200 OK\r\nContent-Length: 46\r\n\r\n", stray},
+		{"more than Content-Length sent late", "GET", "/extralate", answerOK, stray},
+	})
+	for _, row := range rows {
+		t.Run(row.name, func(t *testing.T) {
+			d := startTestDoor(t)
+			fast := countFast(t)
+			late, lateSent := make(chan struct{}), make(chan struct{})
+			rc := newRawConsole(t, func(_ int, c net.Conn, r *http.Request) bool {
+				if r.URL.Path != row.path {
+					io.WriteString(c, answerOK)
+					return true
+				}
+				io.WriteString(c, row.answer)
+				if row.late != "" {
+					select {
+					case <-late:
+						io.WriteString(c, row.late)
+					case <-time.After(waitLimit):
+					}
+					close(lateSent)
+				}
+				return true // the console keeps every connection: only the door can tell
+			})
+			d.setConsole("raw", rc.addr())
+			conn := d.dial()
+			defer conn.Close()
+			if _, err := io.WriteString(conn, crlf(serveReq(row.method, "/c/raw"+row.path))); err != nil {
+				t.Fatal(err)
+			}
+			br := bufio.NewReader(conn)
+			first, body := readAnswer(t, br, row.method)
+			if first.StatusCode != 200 || row.method == "GET" && body != "ok" || row.method == "HEAD" && body != "" {
+				t.Fatalf("first answer: %d %q", first.StatusCode, body)
+			}
+			if row.late != "" {
+				close(late)
+				waitFor(t, lateSent, "the console's late bytes")
+			}
+			// On the same connection: the fast loop puts the console's connection back before it
+			// reads the caller's next request.
+			io.WriteString(conn, crlf(serveReq("GET", "/c/raw/after")))
+			res, err := http.ReadResponse(br, nil)
+			if err != nil { // the door closed it (TestConnCallerConnectionOutlivesConsoles_S6)
+				c2 := d.dial()
+				defer c2.Close()
+				c2.Write([]byte(crlf(serveReq("GET", "/c/raw/after"))))
+				if res, err = http.ReadResponse(bufio.NewReader(c2), nil); err != nil {
+					t.Fatalf("the next GET, on a new connection: %v", err)
+				}
+			}
+			b, _ := io.ReadAll(res.Body)
+			if res.StatusCode != 200 || string(b) != "ok" {
+				t.Errorf("the next GET got %d %q %q, want its own answer, 200 \"ok\"", res.StatusCode, res.Header.Get("X-Fleet-Reason"), b)
+			}
+			if got := rc.seen(); len(got) < 2 || got[1].path != "/after" || got[1].conn == got[0].conn {
+				t.Errorf("the console saw %v; want /after on a connection of its own", rawPaths(got))
+			}
+			if n := fast(); n != 2 {
+				t.Errorf("the fast loop served %d requests, want 2", n)
+			}
+		})
+	}
+}
+
+// TestConnStrayBytesReachNoOtherCaller_F: bytes a console sends after an answer, while its
+// connection is kept, are never taken for the answer to another caller's request.
+func TestConnStrayBytesReachNoOtherCaller_F(t *testing.T) {
+	d := startTestDoor(t)
+	late, lateSent := make(chan struct{}), make(chan struct{})
+	rc := newRawConsole(t, func(_ int, c net.Conn, r *http.Request) bool {
+		io.WriteString(c, answerOK)
+		if r.URL.Path == "/first" {
+			select {
+			case <-late:
+				io.WriteString(c, stray)
+			case <-time.After(waitLimit):
+			}
+			close(lateSent)
+		}
+		return true
+	})
+	d.setConsole("raw", rc.addr())
+	// The first caller's connection closes once its exchange is over: the console's connection
+	// is kept by then.
+	first := d.dial()
+	defer first.Close()
+	if r := toResponses(rawhttp.Exchange(t, first, serveReq("GET", "/c/raw/first", "Connection: close"), 1))[0]; r.status != 200 {
+		t.Fatalf("first caller: %d %q", r.status, r.reason)
+	}
+	wantClosed(t, first, nil, "the first caller's connection")
+	close(late)
+	waitFor(t, lateSent, "the console's stray bytes")
+	r := d.raw(serveReq("GET", "/c/raw/second"))
+	if r.status != 200 || r.body != "ok" {
+		t.Errorf("another caller got %d %q %q, want its own answer, 200 \"ok\"", r.status, r.reason, r.body)
+	}
+}
+
+func rawPaths(got []rawSeen) []string {
+	var out []string
+	for _, s := range got {
+		out = append(out, fmt.Sprintf("%s %s on #%d", s.method, s.path, s.conn))
+	}
+	return out
+}
