@@ -157,14 +157,16 @@ func writeAnswerHead(w *bufio.Writer, res *http.Response, r *http.Request, final
 	ScrubConsoleAnswer(h)
 	if final {
 		if _, ok := h["Date"]; !ok {
-			h["Date"] = []string{httpDate()}
+			h["Date"] = httpDate()
 		}
 		bodyless := r.Method == http.MethodHead || res.StatusCode == http.StatusNoContent ||
 			res.StatusCode == http.StatusNotModified
 		switch {
 		case bodyless:
 		case res.ContentLength >= 0 && len(res.Trailer) == 0:
-			h["Content-Length"] = []string{strconv.FormatInt(res.ContentLength, 10)}
+			if cl := h["Content-Length"]; len(cl) != 1 || !isLength(cl[0], res.ContentLength) {
+				h["Content-Length"] = []string{strconv.FormatInt(res.ContentLength, 10)}
+			}
 		default:
 			delete(h, "Content-Length")
 			chunked = true
@@ -195,6 +197,12 @@ func writeAnswerHead(w *bufio.Writer, res *http.Response, r *http.Request, final
 	writeHeaderLines(w, h, nil)
 	w.WriteString("\r\n")
 	return chunked
+}
+
+// isLength reports whether v is the decimal n (the console's own Content-Length, kept as written).
+func isLength(v string, n int64) bool {
+	got, err := strconv.ParseUint(v, 10, 63)
+	return err == nil && int64(got) == n
 }
 
 // writeHeaderLines writes every line of h but those skip names, as net/http's Header.Write writes
@@ -363,22 +371,23 @@ func trimOWS(s string) string {
 	return s
 }
 
-// httpDate is the Date header's value, made at most once a second.
-func httpDate() string {
+// httpDate is the Date header's values, made at most once a second. Callers share them: they
+// must not change them.
+func httpDate() []string {
 	now := time.Now().Unix()
 	if d := cachedDate.Load(); d != nil && d.unix == now {
-		return d.text
+		return d.values
 	}
-	d := &dateText{unix: now, text: time.Unix(now, 0).UTC().Format(http.TimeFormat)}
+	d := &dateValues{unix: now, values: []string{time.Unix(now, 0).UTC().Format(http.TimeFormat)}}
 	cachedDate.Store(d)
-	return d.text
+	return d.values
 }
 
-var cachedDate atomic.Pointer[dateText]
+var cachedDate atomic.Pointer[dateValues]
 
-type dateText struct {
-	unix int64
-	text string
+type dateValues struct {
+	unix   int64
+	values []string
 }
 
 // writeFast answers r on caller with what answer writes (a refusal, a failure's page), and
@@ -391,7 +400,7 @@ func (h *Hop) writeFast(caller net.Conn, r *http.Request, answer func(w http.Res
 	}
 	h2 := w.header
 	if _, ok := h2["Date"]; !ok {
-		h2["Date"] = []string{httpDate()}
+		h2["Date"] = httpDate()
 	}
 	h2["Content-Length"] = []string{strconv.Itoa(w.body.Len())}
 	keep := !r.Close && !headerHasToken(h2, "Connection", "close")
