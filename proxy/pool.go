@@ -16,13 +16,16 @@ import (
 
 // An upConn is one connection to a console.
 type upConn struct {
-	c      net.Conn
-	br     *bufio.Reader
-	bw     *bufio.Writer
-	addr   string
-	rc     syscall.RawConn // c's socket, for quiet
-	read   int64           // bytes read from c in the current round trip
-	idleAt time.Time
+	c       net.Conn
+	br      *bufio.Reader
+	bw      *bufio.Writer
+	addr    string
+	rc      syscall.RawConn // c's socket, for quiet
+	peekFn  func(fd uintptr)
+	peekN   int
+	peekErr syscall.Errno
+	read    int64 // bytes read from c in the current round trip
+	idleAt  time.Time
 }
 
 func (uc *upConn) Read(p []byte) (int, error) {
@@ -59,12 +62,14 @@ func (uc *upConn) quiet() bool {
 	if uc.rc == nil {
 		return true // not a socket (tests): nothing to look at
 	}
-	n, errno := -1, syscall.Errno(0)
-	if err := uc.rc.Control(func(fd uintptr) { n, errno = peekByte(fd) }); err != nil {
+	if err := uc.rc.Control(uc.peekFn); err != nil {
 		return false
 	}
-	return n < 0 && (errno == syscall.EAGAIN || errno == syscall.EWOULDBLOCK)
+	return uc.peekN < 0 && (uc.peekErr == syscall.EAGAIN || uc.peekErr == syscall.EWOULDBLOCK)
 }
+
+// peek is quiet's look at the socket (made a func value once per connection: none per request).
+func (uc *upConn) peek(fd uintptr) { uc.peekN, uc.peekErr = peekByte(fd) }
 
 // A consolePool keeps idle connections to consoles.
 type consolePool struct {
@@ -106,6 +111,7 @@ func (p *consolePool) take(ctx context.Context, addr string) (uc *upConn, reused
 	uc = &upConn{c: c, addr: addr}
 	if sc, ok := c.(syscall.Conn); ok {
 		uc.rc, _ = sc.SyscallConn()
+		uc.peekFn = uc.peek
 	}
 	uc.br = bufio.NewReaderSize(uc, fastReadBuffer)
 	uc.bw = bufio.NewWriterSize(c, 4<<10)
