@@ -17,7 +17,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -222,8 +221,8 @@ func rawFieldValues(head []byte, name string) []string {
 // A pipeServer is one net/http server, kept for every input, that reads each head given to it
 // over a connection of its own (net.Pipe) and records what its handler saw.
 type pipeServer struct {
-	conns chan net.Conn
-	seen  chan seenRequest
+	ln   *handoffListener // the fast loop's own way of giving net/http a connection
+	seen chan seenRequest
 }
 
 type seenRequest struct {
@@ -233,8 +232,7 @@ type seenRequest struct {
 }
 
 func newPipeServer(tb testing.TB) *pipeServer {
-	s := &pipeServer{conns: make(chan net.Conn), seen: make(chan seenRequest, 1)}
-	ln := &pipeListener{conns: s.conns, done: make(chan struct{})}
+	s := &pipeServer{ln: newHandoffListener(pipeAddr{}), seen: make(chan seenRequest, 1)}
 	srv := &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			s.seen <- seenRequest{r.Method, r.RequestURI, r.Host, r.Header.Clone(), r.Close}
@@ -242,7 +240,7 @@ func newPipeServer(tb testing.TB) *pipeServer {
 		}),
 		ErrorLog: log.New(io.Discard, "", 0),
 	}
-	go srv.Serve(ln)
+	go srv.Serve(s.ln)
 	tb.Cleanup(func() { srv.Close() })
 	return s
 }
@@ -257,7 +255,9 @@ func (s *pipeServer) checkAgrees(t *testing.T, head []byte, r *http.Request) {
 	}
 	near, far := net.Pipe()
 	defer near.Close()
-	s.conns <- far
+	if !s.ln.give(far) {
+		t.Fatal("the server is closed")
+	}
 	// A deadline, not an assertion: a server that waits for more than head would hang the fuzzer.
 	near.SetDeadline(time.Now().Add(10 * time.Second))
 	go near.Write(head) // net.Pipe: returns once the server read it all, or at Close
@@ -281,29 +281,6 @@ func (s *pipeServer) checkAgrees(t *testing.T, head []byte, r *http.Request) {
 			head, got, seenRequest{r.Method, r.RequestURI, r.Host, want, r.Close})
 	}
 }
-
-// A pipeListener accepts the connections sent on conns.
-type pipeListener struct {
-	conns chan net.Conn
-	done  chan struct{}
-	once  sync.Once
-}
-
-func (l *pipeListener) Accept() (net.Conn, error) {
-	select {
-	case c := <-l.conns:
-		return c, nil
-	case <-l.done:
-		return nil, net.ErrClosed
-	}
-}
-
-func (l *pipeListener) Close() error {
-	l.once.Do(func() { close(l.done) })
-	return nil
-}
-
-func (l *pipeListener) Addr() net.Addr { return pipeAddr{} }
 
 type pipeAddr struct{}
 
