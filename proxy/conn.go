@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"io"
 	"net"
 	"net/http"
 	"sync"
@@ -37,15 +36,17 @@ const fastReadBuffer = 8 << 10
 // included.
 //
 // Server's Handler must judge with the same Door (and Prepare), so a request is judged alike
-// whichever serves it; ConnServer sets Server.ConnContext. Every field but Prepare is required.
+// whichever serves it. Door and Server are required. ConnServer replaces Server.ConnContext with
+// its own, which calls the one it replaced only for a connection it did not accept itself.
 type ConnServer struct {
 	Door   *Door
 	Server *http.Server
 	// Prepare, if not nil, is applied to each request before the Door judges it, as the door's
 	// Handler does (the unix door restores the Host that Serve names).
 	Prepare func(r *http.Request)
-	// ConnContext returns the context of a new connection's requests (the door's per-connection
-	// facts). It is called once per connection; a connection handed to Server keeps it.
+	// ConnContext, if not nil, returns the context of a new connection's requests (the door's
+	// per-connection facts). It is called once per connection, on the connection's own goroutine;
+	// a connection handed to Server keeps its values.
 	ConnContext func(ctx context.Context, c net.Conn) context.Context
 
 	mu        sync.Mutex
@@ -224,7 +225,7 @@ type fastConn struct {
 	state atomic.Int32
 	ctx   context.Context
 	br    *bufio.Reader
-	ex    exchange // the Hop's reusable state for this connection (fast.go)
+	ex    exchange // the Hop's reusable state for this connection (exchange.go)
 }
 
 func (fc *fastConn) serve() {
@@ -468,5 +469,3 @@ func (m mergedContext) Value(key any) any {
 	}
 	return m.Context.Value(key)
 }
-
-var _ io.Reader = (*handedConn)(nil)
