@@ -59,10 +59,10 @@ func (uc *upConn) quiet() bool {
 	if uc.br.Buffered() > 0 {
 		return false
 	}
-	if uc.rc == nil {
+	if uc.peekFn == nil {
 		return true // not a socket (tests): nothing to look at
 	}
-	if err := uc.rc.Control(uc.peekFn); err != nil {
+	if uc.rc == nil || uc.rc.Control(uc.peekFn) != nil {
 		return false
 	}
 	return uc.peekN < 0 && (uc.peekErr == syscall.EAGAIN || uc.peekErr == syscall.EWOULDBLOCK)
@@ -110,7 +110,7 @@ func (p *consolePool) take(ctx context.Context, addr string) (uc *upConn, reused
 	}
 	uc = &upConn{c: c, addr: addr}
 	if sc, ok := c.(syscall.Conn); ok {
-		uc.rc, _ = sc.SyscallConn()
+		uc.rc, _ = sc.SyscallConn() // nil on an error: never quiet, so never reused
 		uc.peekFn = uc.peek
 	}
 	uc.br = bufio.NewReaderSize(uc, fastReadBuffer)
