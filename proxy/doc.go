@@ -15,7 +15,11 @@
 //     (ScrubIdentity); the hop then sets its own X-Forwarded-For, -Host, -Proto and -Prefix.
 //   - S6: the hop sets both assertion headers, strips the /c/<id> prefix and sets Host to the
 //     console's loopback address. It is httputil.ReverseProxy with Rewrite, never Director, so a
-//     caller's Connection line cannot delete what the hop set.
+//     caller's Connection line cannot delete what the hop set — but for the plain page loads of
+//     the loopback door's fast loop (below), whose exchange admits no Connection line but
+//     "keep-alive" or "close", removes it before the hop's headers are set (assertOnto, the
+//     same function Rewrite calls), and sends the console the same request as ReverseProxy
+//     (TestFastLoopAnswersAsReverseProxy_S6_S9).
 //   - S7: the decision about /c/<id>/hooks is made on the decoded, canonical path (JudgePath), and the
 //     path forwarded is exactly the path judged; a path that is not canonical is 400 bad-path.
 //   - S9: a request head over 64 KiB is 431 (MaxHeaderBytes: NewServer makes net/http read no
