@@ -331,44 +331,15 @@ var hopByHop = [...]string{"Connection", "Proxy-Connection", "Keep-Alive", "Prox
 
 func removeHopByHop(h http.Header) {
 	for _, line := range h["Connection"] {
-		for _, name := range splitTokens(line) {
-			delete(h, http.CanonicalHeaderKey(name))
+		for name := range strings.SplitSeq(line, ",") {
+			if name = textproto.TrimString(name); name != "" {
+				h.Del(name)
+			}
 		}
 	}
 	for _, name := range hopByHop {
 		delete(h, name)
 	}
-}
-
-func splitTokens(line string) []string {
-	var out []string
-	for len(line) > 0 {
-		var tok string
-		tok, line, _ = cut(line, ',')
-		if tok = trimOWS(tok); tok != "" {
-			out = append(out, tok)
-		}
-	}
-	return out
-}
-
-func cut(s string, sep byte) (before, after string, found bool) {
-	for i := 0; i < len(s); i++ {
-		if s[i] == sep {
-			return s[:i], s[i+1:], true
-		}
-	}
-	return s, "", false
-}
-
-func trimOWS(s string) string {
-	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
-		s = s[1:]
-	}
-	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') {
-		s = s[:len(s)-1]
-	}
-	return s
 }
 
 // httpDate is the Date header's values, made at most once a second. Callers share them: they
