@@ -15,8 +15,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,46 +22,11 @@ import (
 	"github.com/phase-console/fleet/internal/testlog"
 )
 
-// scriptedConsole answers each request with the raw answer its path names (answers[path]) and
-// records the requests it read. An answer that ends its connection says so by closing.
-type scriptedConsole struct {
-	ln      net.Listener
-	answers map[string]string
-	mu      sync.Mutex
-	got     []*http.Request
-}
-
-func newScriptedConsole(t *testing.T, answers map[string]string) *scriptedConsole {
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &scriptedConsole{ln: ln, answers: answers}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go s.serve(c)
-		}
-	}()
-	return s
-}
-
-func (s *scriptedConsole) serve(c net.Conn) {
-	defer c.Close()
-	br := bufio.NewReader(c)
-	for {
-		r, err := http.ReadRequest(br)
-		if err != nil {
-			return
-		}
-		s.mu.Lock()
-		s.got = append(s.got, r)
-		s.mu.Unlock()
-		answer, ok := s.answers[r.URL.Path]
+// scripted is a rawConsole's answer from a script of raw answers by path (404 for any other).
+// An answer that ends its connection says so by the console closing it.
+func scripted(answers map[string]string) func(int, net.Conn, *http.Request) bool {
+	return func(_ int, c net.Conn, r *http.Request) bool {
+		answer, ok := answers[r.URL.Path]
 		if !ok {
 			answer = "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n"
 		}
@@ -74,22 +37,21 @@ func (s *scriptedConsole) serve(c net.Conn) {
 			}
 		}
 		if _, err := io.WriteString(c, answer); err != nil {
-			return
+			return false
 		}
 		// An answer to HEAD carries the GET's body here: the connection cannot carry more.
-		if r.Method == "HEAD" || strings.Contains(answer, "Connection: close") || strings.HasPrefix(answer, "HTTP/1.0") || strings.HasPrefix(answer, "NOT") {
-			return
-		}
+		return !(r.Method == "HEAD" || strings.Contains(answer, "Connection: close") ||
+			strings.HasPrefix(answer, "HTTP/1.0") || strings.HasPrefix(answer, "NOT"))
 	}
 }
 
-func (s *scriptedConsole) last() *http.Request {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.got) == 0 {
+// lastRequest is the last request console read, or nil.
+func lastRequest(console *rawConsole) *http.Request {
+	got := console.seen()
+	if len(got) == 0 {
 		return nil
 	}
-	return s.got[len(s.got)-1]
+	return got[len(got)-1].req
 }
 
 // parityAnswer is what a caller received: every informational status, then the final answer.
@@ -157,11 +119,11 @@ func TestFastLoopAnswersAsReverseProxy_S6_S9(t *testing.T) {
 		"/broken": "NOT HTTP AT ALL\r\n\r\n",
 		"/short":  "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 10\r\nConnection: close\r\n\r\nonly5",
 	}
-	console := newScriptedConsole(t, answers)
+	console := newRawConsole(t, scripted(answers))
 
 	logs := &testlog.Buffer{}
 	log := slog.New(slog.NewJSONHandler(logs, nil))
-	own := &standIn{token: "fleet-token-for-tests-0123456789abcdef", console: map[string]string{"alpha": console.ln.Addr().String()}}
+	own := &standIn{token: "fleet-token-for-tests-0123456789abcdef", console: map[string]string{"alpha": console.addr()}}
 	door := &Door{Hop: NewHop(log, own, nil), Log: log, Host: own, Callers: own, Consoles: own, Token: own, FromServe: true}
 	listen := func() net.Listener {
 		ln, err := net.Listen("tcp4", "127.0.0.1:0")
@@ -177,9 +139,7 @@ func TestFastLoopAnswersAsReverseProxy_S6_S9(t *testing.T) {
 	go slow.Serve(slowLn)
 	t.Cleanup(func() { fast.Close(); slow.Close(); door.Hop.Close() })
 
-	var served atomic.Int64
-	fastServedHook = func() { served.Add(1) }
-	t.Cleanup(func() { fastServedHook = nil })
+	served := countFast(t)
 
 	// Differences that are not the hop's: who framed the answer (net/http may give a small answer
 	// of unknown length a Content-Length, the fast loop chunks it) and net/http's guess of a
@@ -201,13 +161,13 @@ func TestFastLoopAnswersAsReverseProxy_S6_S9(t *testing.T) {
 						t.Fatal(err)
 					}
 					defer conn.Close()
-					before, n := console.last(), served.Load()
+					before, n := lastRequest(console), served()
 					if _, err := io.WriteString(conn, rawhttp.CRLF(req)); err != nil {
 						t.Fatal(err)
 					}
 					a := readParity(t, conn, method)
-					fastServed := served.Load() - n
-					got := console.last()
+					fastServed := served() - n
+					got := lastRequest(console)
 					if got == before {
 						got = nil
 					}

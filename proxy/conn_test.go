@@ -50,6 +50,7 @@ type rawSeen struct {
 	conn         int
 	method, path string
 	header       http.Header
+	req          *http.Request // the whole request, as the console read it
 }
 
 func newRawConsole(t *testing.T, answer func(conn int, c net.Conn, r *http.Request) bool) *rawConsole {
@@ -109,7 +110,7 @@ func (rc *rawConsole) serve(n int, c net.Conn) {
 			return
 		}
 		rc.mu.Lock()
-		rc.got = append(rc.got, rawSeen{conn: n, method: r.Method, path: r.URL.Path, header: r.Header})
+		rc.got = append(rc.got, rawSeen{conn: n, method: r.Method, path: r.URL.Path, header: r.Header, req: r})
 		rc.mu.Unlock()
 		if !rc.answer(n, c, r) {
 			return
