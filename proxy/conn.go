@@ -225,7 +225,8 @@ type fastConn struct {
 	state atomic.Int32
 	ctx   context.Context
 	br    *bufio.Reader
-	ex    exchange // the Hop's reusable state for this connection (exchange.go)
+	rr    requestReader // its requests (fastread.go)
+	ex    exchange      // the Hop's reusable state for this connection (exchange.go)
 }
 
 func (fc *fastConn) serve() {
@@ -234,6 +235,7 @@ func (fc *fastConn) serve() {
 	if cs.ConnContext != nil {
 		fc.ctx = cs.ConnContext(fc.ctx, fc.c)
 	}
+	fc.rr.base = (&http.Request{}).WithContext(fc.ctx)
 	fc.br = fastReaders.Get().(*bufio.Reader)
 	fc.br.Reset(fc.c)
 	remote := fc.c.RemoteAddr().String()
@@ -250,39 +252,28 @@ func (fc *fastConn) serve() {
 			break // closed by Shutdown
 		}
 		if head == nil {
-			fc.handOver(nil, nil)
+			fc.handOver("", nil)
 			return
 		}
 		first = false
-		if !fastHead(head) {
-			fc.handOver(nil, nil)
+		s := string(head) // the request's one allocation of its own
+		if !fastHead(s) {
+			fc.handOver("", nil)
 			return
 		}
-		before := fc.br.Buffered()
-		r, err := http.ReadRequest(fc.br)
-		read := before - fc.br.Buffered() // of head: ReadRequest reads no further (FuzzFastHead)
-		if read < 0 || read > len(head) {
-			break // it did: nothing half-read is passed on, the connection is closed
-		}
+		fc.br.Discard(len(s))
+		r, err := fc.rr.read(s, remote)
 		if err != nil {
-			// A target that is not a URL (a bad escape): net/http answers it 400 from the
-			// bytes as they came.
-			fc.br.Discard(len(head) - read)
-			fc.handOver(head, nil)
+			fc.handOver(s, nil) // net/http answers it from the bytes as they came
 			return
 		}
-		if read != len(head) {
-			break
-		}
-		r.RemoteAddr = remote
-		r = r.WithContext(fc.ctx)
 		if cs.Prepare != nil {
 			cs.Prepare(r)
 		}
 		v := cs.Door.judge(r)
 		if v.refusal != nil || v.redirect != "" || v.page {
 			// net/http answers it, with this verdict (Door.ServeHTTP): judged once.
-			fc.handOver(head, &prejudged{method: r.Method, uri: r.RequestURI, v: v})
+			fc.handOver(s, &prejudged{method: r.Method, uri: r.RequestURI, v: v})
 			return
 		}
 		keep := cs.Door.Hop.exchange(&fc.ex, fc.c, r, &v.target)
@@ -291,6 +282,7 @@ func (fc *fastConn) serve() {
 		}
 	}
 	fc.ex.release()
+	fc.rr.release()
 	fc.state.Store(connClosed)
 	cs.forget(fc)
 	fc.c.Close()
@@ -306,43 +298,30 @@ var fastReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, fa
 // when the connection ended (closed, or silent past its deadline: closed without an answer, as
 // net/http's server does); a nil head with ok means the head does not fit fc.br.
 func (fc *fastConn) readHead(first bool) (head []byte, ok bool) {
-	deadlineSet := false
 	if first {
 		fc.c.SetReadDeadline(time.Now().Add(ReadHeaderTimeout))
-		deadlineSet = true
-	}
-	if fc.br.Buffered() == 0 {
-		if !first {
+	} else {
+		if fc.br.Buffered() == 0 {
 			fc.c.SetReadDeadline(time.Now().Add(IdleTimeout))
+			if _, err := fc.br.Peek(1); err != nil {
+				return nil, false
+			}
 		}
-		if _, err := fc.br.Peek(1); err != nil {
-			return nil, false
-		}
-	}
-	// The rest of a head that came in pieces must come within ReadHeaderTimeout.
-	for {
-		buf, _ := fc.br.Peek(fc.br.Buffered())
-		if n := headEnd(buf); n > 0 {
-			return buf[:n], true
-		}
-		if len(buf) == fc.br.Size() {
-			return nil, true
-		}
-		if !deadlineSet {
+		// The rest of a head that came in pieces must come within ReadHeaderTimeout.
+		if buf, _ := fc.br.Peek(fc.br.Buffered()); headEnd(buf) == 0 {
 			fc.c.SetReadDeadline(time.Now().Add(ReadHeaderTimeout))
-			deadlineSet = true
-		}
-		if _, err := fc.br.Peek(len(buf) + 1); err != nil {
-			return nil, false
 		}
 	}
+	head, err := peekHead(fc.br)
+	return head, err == nil
 }
 
 // handOver gives the connection to net/http's server: first the bytes of head, which were read
-// from fc.br already (nil: none were), then what fc.br holds, then the connection. p, if not nil,
+// from fc.br already ("": none were), then what fc.br holds, then the connection. p, if not nil,
 // is the verdict on head's request.
-func (fc *fastConn) handOver(head []byte, p *prejudged) {
+func (fc *fastConn) handOver(head string, p *prejudged) {
 	fc.ex.release()
+	fc.rr.release()
 	fc.state.Store(connClosed)
 	fc.cs.forget(fc)
 	fc.c.SetReadDeadline(time.Time{})
@@ -350,8 +329,8 @@ func (fc *fastConn) handOver(head []byte, p *prejudged) {
 	if p != nil {
 		h.ctx = context.WithValue(fc.ctx, prejudgedKey{}, p)
 	}
-	if head != nil {
-		h.prefix = append([]byte(nil), head...)
+	if head != "" {
+		h.prefix = []byte(head)
 	}
 	if !fc.cs.handoff.give(h) {
 		fc.c.Close()

@@ -28,11 +28,12 @@ import (
 
 // An exchange is one fast connection's reusable state.
 type exchange struct {
-	out http.Request
-	url url.URL
+	out    http.Request
+	url    url.URL
+	answer answerReader
 }
 
-func (ex *exchange) release() { ex.out, ex.url = http.Request{}, url.URL{} }
+func (ex *exchange) release() { ex.out, ex.url = http.Request{}, url.URL{}; ex.answer.release() }
 
 // fastServedHook, if not nil, is told of every request the fast loop serves (tests only).
 var fastServedHook func()
@@ -75,7 +76,7 @@ func (h *Hop) exchange(ex *exchange, caller net.Conn, r *http.Request, t *Target
 		var reused bool
 		uc, reused, err = h.pool.take(r.Context(), t.Addr)
 		if err == nil {
-			res, err = uc.roundTrip(&ex.out)
+			res, err = uc.roundTrip(&ex.out, &ex.answer)
 		}
 		if err == nil {
 			break
@@ -139,12 +140,14 @@ func (h *Hop) exchange(ex *exchange, caller net.Conn, r *http.Request, t *Target
 		return false
 	}
 	res.Body.Close() // read to its end: this only marks it closed
+	// The console's connection is done with: it goes back before the answer's last bytes go
+	// out, so that the caller's next request (or another's) finds it kept.
 	if res.Close || uc.br.Buffered() > 0 {
 		uc.close() // the console's connection ends; the caller's goes on
 	} else {
 		h.pool.put(uc)
 	}
-	return !r.Close
+	return cw.Flush() == nil && !r.Close
 }
 
 // writeAnswerHead writes the console's answer head, as ReverseProxy passes it on: without
@@ -270,7 +273,8 @@ func isCTL(r rune) bool { return r < ' ' || r == 0x7f }
 
 // copyAnswerBody copies the console's answer body to w (chunked: re-framed), sending what it has
 // whenever the console has nothing more at hand (so a stream is passed on as it comes), then the
-// trailers. consoleErr is a failed read of the console, callerErr a failed write to the caller.
+// trailers; what is left in w is for the caller to flush. consoleErr is a failed read of the
+// console, callerErr a failed write to the caller.
 func copyAnswerBody(w *bufio.Writer, res *http.Response, from *bufio.Reader, chunked bool) (consoleErr, callerErr error) {
 	var buf *[copyBufferSize]byte
 	defer func() {
@@ -321,7 +325,7 @@ func copyAnswerBody(w *bufio.Writer, res *http.Response, from *bufio.Reader, chu
 		}
 		w.WriteString("\r\n")
 	}
-	return nil, w.Flush()
+	return nil, nil
 }
 
 // hopByHop are the headers that ReverseProxy removes from an answer (RFC 9110 7.6.1), besides

@@ -40,7 +40,7 @@ func headEnd(buf []byte) int {
 //   - nothing that frames or changes the message: no Content-Length, Transfer-Encoding, Upgrade,
 //     Expect, Trailer, TE, Keep-Alive, Proxy-Connection or HTTP2-Settings; at most one
 //     Connection, and only "keep-alive" or "close".
-func fastHead(head []byte) bool {
+func fastHead(head string) bool {
 	line, rest, ok := cutLine(head)
 	if !ok || !fastRequestLine(line) {
 		return false
@@ -54,16 +54,8 @@ func fastHead(head []byte) bool {
 		if len(line) == 0 {
 			return len(rest) == 0 && hosts == 1
 		}
-		if line[0] == ' ' || line[0] == '\t' {
-			return false // obs-fold
-		}
-		colon := bytes.IndexByte(line, ':')
-		if colon <= 0 {
-			return false
-		}
-		name := string(line[:colon]) // does not escape: the compiler keeps it on the stack
-		value := strings.Trim(string(line[colon+1:]), " \t")
-		if !httpguts.ValidHeaderFieldName(name) || !httpguts.ValidHeaderFieldValue(value) {
+		name, value, ok := fieldLine(line)
+		if !ok {
 			return false
 		}
 		switch {
@@ -83,29 +75,42 @@ func fastHead(head []byte) bool {
 	}
 }
 
+// fieldLine splits a header line into its name and its value trimmed of spaces and tabs. ok is
+// false for a folded line (obs-fold), a line with no name, and a name or value that net/http's
+// rules (httpguts) refuse.
+func fieldLine(line string) (name, value string, ok bool) {
+	if line == "" || line[0] == ' ' || line[0] == '\t' {
+		return "", "", false
+	}
+	name, value, ok = strings.Cut(line, ":")
+	value = strings.Trim(value, " \t")
+	if !ok || !httpguts.ValidHeaderFieldName(name) || !httpguts.ValidHeaderFieldValue(value) {
+		return "", "", false
+	}
+	return name, value, true
+}
+
 // fastRequestLine reports whether line is "GET|HEAD /c/… HTTP/1.1" with a target of visible ASCII.
-func fastRequestLine(line []byte) bool {
-	var target []byte
-	switch {
-	case bytes.HasPrefix(line, []byte("GET ")):
-		target = line[len("GET "):]
-	case bytes.HasPrefix(line, []byte("HEAD ")):
-		target = line[len("HEAD "):]
-	default:
+func fastRequestLine(line string) bool {
+	target, ok := strings.CutPrefix(line, "GET ")
+	if !ok {
+		target, ok = strings.CutPrefix(line, "HEAD ")
+	}
+	if !ok {
 		return false
 	}
-	target, ok := bytes.CutSuffix(target, []byte(" HTTP/1.1"))
-	if !ok || !bytes.HasPrefix(target, []byte("/c/")) {
+	target, ok = strings.CutSuffix(target, " HTTP/1.1")
+	if !ok || !strings.HasPrefix(target, "/c/") {
 		return false
 	}
-	for _, b := range target {
-		if b <= ' ' || b >= 0x7f {
+	for i := 0; i < len(target); i++ {
+		if b := target[i]; b <= ' ' || b >= 0x7f {
 			return false
 		}
 	}
 	// Every escape in the path is whole, so that http.ReadRequest's URL parse (whose only
 	// complaint about such a target is a broken escape) cannot fail.
-	path, _, _ := bytes.Cut(target, []byte("?"))
+	path, _, _ := strings.Cut(target, "?")
 	for i := 0; i < len(path); i++ {
 		if path[i] == '%' && (i+2 >= len(path) || !isHex(path[i+1]) || !isHex(path[i+2])) {
 			return false
@@ -118,18 +123,14 @@ func isHex(b byte) bool {
 	return '0' <= b && b <= '9' || 'a' <= b && b <= 'f' || 'A' <= b && b <= 'F'
 }
 
-// cutLine cuts the first CRLF-ended line off b. ok is false when b has no CRLF, or the line holds
+// cutLine cuts the first CRLF-ended line off s. ok is false when s has no CRLF, or the line holds
 // a CR or LF of its own.
-func cutLine(b []byte) (line, rest []byte, ok bool) {
-	i := bytes.Index(b, []byte("\r\n"))
-	if i < 0 {
-		return nil, nil, false
+func cutLine(s string) (line, rest string, ok bool) {
+	line, rest, ok = strings.Cut(s, "\r\n")
+	if !ok || strings.ContainsAny(line, "\r\n") {
+		return "", "", false
 	}
-	line = b[:i]
-	if bytes.IndexByte(line, '\r') >= 0 || bytes.IndexByte(line, '\n') >= 0 {
-		return nil, nil, false
-	}
-	return line, b[i+2:], true
+	return line, rest, true
 }
 
 // framingHeader reports whether name frames the message, changes what the connection carries,

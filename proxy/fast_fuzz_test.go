@@ -10,11 +10,13 @@ package proxy
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"io"
 	"log"
 	"maps"
 	"net"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -100,12 +102,49 @@ func FuzzFastHead(f *testing.F) {
 		}
 		head := b[:n]
 		checkHeadShape(t, head)
-		if !fastHead(head) {
+		if !fastHead(string(head)) {
 			return
 		}
 		r := checkReadRequest(t, head)
 		srv.checkAgrees(t, head, r)
+		checkReadsAsReadRequest(t, head, r)
 	})
+}
+
+// checkReadsAsReadRequest: the fast loop's own reading of head (requestReader) is the request
+// that http.ReadRequest read from it (want) — twice over one reader, as a connection reads
+// request after request.
+func checkReadsAsReadRequest(t *testing.T, head []byte, want *http.Request) {
+	t.Helper()
+	type ctxKey struct{}
+	ctx := context.WithValue(context.Background(), ctxKey{}, "conn")
+	rr := requestReader{base: (&http.Request{}).WithContext(ctx)}
+	for range 2 {
+		got, err := rr.read(string(head), "192.0.2.1:1234")
+		if err != nil {
+			t.Fatalf("fastHead admits %q; requestReader: %v", head, err)
+		}
+		switch {
+		case got.Method != want.Method || got.RequestURI != want.RequestURI || !reflect.DeepEqual(got.URL, want.URL):
+			t.Fatalf("read %q: %s %s %#v, ReadRequest %s %s %#v", head, got.Method, got.RequestURI, got.URL, want.Method, want.RequestURI, want.URL)
+		case got.Proto != want.Proto || got.ProtoMajor != want.ProtoMajor || got.ProtoMinor != want.ProtoMinor:
+			t.Fatalf("read %q: proto %q", head, got.Proto)
+		case !maps.EqualFunc(got.Header, want.Header, slices.Equal):
+			t.Fatalf("read %q: header\n%q\nReadRequest\n%q", head, got.Header, want.Header)
+		case got.Host != want.Host || got.Close != want.Close:
+			t.Fatalf("read %q: Host %q Close %v, ReadRequest %q %v", head, got.Host, got.Close, want.Host, want.Close)
+		case got.ContentLength != want.ContentLength || got.Body != want.Body || got.TransferEncoding != nil || got.Trailer != nil:
+			t.Fatalf("read %q: ContentLength %d, Body %v", head, got.ContentLength, got.Body)
+		case got.RemoteAddr != "192.0.2.1:1234" || got.Context().Value(ctxKey{}) != "conn":
+			t.Fatalf("read %q: RemoteAddr %q, context %v", head, got.RemoteAddr, got.Context())
+		}
+		for name, values := range got.Header { // no two share an array: appending to one is safe
+			got.Header[name] = append(values, "appended")
+		}
+		if !maps.EqualFunc(got.Header, want.Header, func(a, b []string) bool { return slices.Equal(a[:len(a)-1], b) }) {
+			t.Fatalf("read %q: appending to one value changed another: %q", head, got.Header)
+		}
+	}
 }
 
 // refHeadEnd is headEnd written the other way round: the lines of b one by one, the first empty

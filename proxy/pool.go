@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"sync"
@@ -34,14 +35,28 @@ func (uc *upConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// roundTrip writes out and reads the console's first answer head to it.
-func (uc *upConn) roundTrip(out *http.Request) (*http.Response, error) {
+// roundTrip writes out and reads the console's first answer head to it: itself when fastAnswer
+// admits it (into ar), else with http.ReadResponse.
+func (uc *upConn) roundTrip(out *http.Request, ar *answerReader) (*http.Response, error) {
 	uc.read = 0
 	if err := writeRequestHead(uc.bw, out); err != nil {
 		return nil, err
 	}
 	if err := uc.bw.Flush(); err != nil {
 		return nil, err
+	}
+	head, err := peekHead(uc.br)
+	if err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF // as ReadResponse says it
+		}
+		return nil, err
+	}
+	if head != nil {
+		if s := string(head); fastAnswer(s) {
+			uc.br.Discard(len(s))
+			return ar.read(s, uc.br, out), nil
+		}
 	}
 	return http.ReadResponse(uc.br, out)
 }

@@ -1,0 +1,236 @@
+package proxy
+
+import (
+	"bufio"
+	"io"
+	"net/http"
+	"net/textproto"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"golang.org/x/net/http/httpguts"
+)
+
+// This file reads the heads that fastHead (a caller's request) and fastAnswer (a console's
+// answer) admitted, into what http.ReadRequest and http.ReadResponse would have made of the same
+// bytes — FuzzFastHead and FuzzFastAnswer hold them to exactly that. Both admit only heads whose
+// every line they checked, so reading them is cutting strings; what they save over net/http's
+// parsers is the allocations: a connection's request, header map and value slices are reused from
+// one request to the next (nothing of a request outlives its exchange), and a head is one string.
+
+// A requestReader reads the requests of one fast connection.
+type requestReader struct {
+	base   *http.Request // empty but for the connection's context, copied into req
+	req    http.Request
+	header http.Header
+	values []string
+}
+
+// read returns the request whose head fastHead admitted. It is valid until the next read.
+func (rr *requestReader) read(head, remote string) (*http.Request, error) {
+	line, rest, _ := strings.Cut(head, "\r\n")
+	method, target, _ := strings.Cut(line, " ")
+	target = target[:len(target)-len(" HTTP/1.1")]
+	u, err := url.ParseRequestURI(target) // as ReadRequest: fastHead made sure it cannot fail
+	if err != nil {
+		return nil, err
+	}
+	h := rr.fields(rest)
+	host := h["Host"][0] // fastHead: exactly one
+	delete(h, "Host")    // as ReadRequest
+	fixPragmaCacheControl(h)
+
+	r := &rr.req
+	*r = *rr.base
+	r.Method, r.URL, r.RequestURI, r.Host, r.RemoteAddr = method, u, target, host, remote
+	r.Proto, r.ProtoMajor, r.ProtoMinor = "HTTP/1.1", 1, 1
+	r.Header = h
+	r.Close = httpguts.HeaderValuesContainsToken(h["Connection"], "close")
+	r.Body = http.NoBody
+	return r, nil
+}
+
+func (rr *requestReader) fields(lines string) http.Header {
+	if rr.header == nil {
+		rr.header = make(http.Header, 16)
+	}
+	clear(rr.header)
+	clear(rr.values)
+	rr.values = readFields(lines, rr.header, rr.values[:0])
+	return rr.header
+}
+
+func (rr *requestReader) release() { *rr = requestReader{base: rr.base} }
+
+// readFields reads the header lines of an admitted head (each "name:value" ended by CRLF, up to
+// the empty line) into h, as textproto's ReadMIMEHeader reads them: names made canonical, values
+// trimmed of spaces and tabs, in order. Each value slice is cut from values' array with its
+// capacity its length, so that appending to one never writes over another. It returns values.
+func readFields(lines string, h http.Header, values []string) []string {
+	for {
+		line, rest, _ := strings.Cut(lines, "\r\n")
+		if line == "" {
+			return values
+		}
+		lines = rest
+		name, value, _ := strings.Cut(line, ":")
+		name = textproto.CanonicalMIMEHeaderKey(name)
+		value = strings.Trim(value, " \t")
+		if old, ok := h[name]; ok {
+			h[name] = append(old, value)
+			continue
+		}
+		values = append(values, value)
+		n := len(values)
+		h[name] = values[n-1 : n : n]
+	}
+}
+
+// fixPragmaCacheControl is net/http's (RFC 9111 5.4): ReadRequest and ReadResponse treat
+// "Pragma: no-cache" without a Cache-Control as "Cache-Control: no-cache".
+func fixPragmaCacheControl(h http.Header) {
+	if p := h["Pragma"]; len(p) > 0 && p[0] == "no-cache" {
+		if _, ok := h["Cache-Control"]; !ok {
+			h["Cache-Control"] = []string{"no-cache"}
+		}
+	}
+}
+
+// fastAnswer reports whether head (a whole answer head, headEnd's) is of the plain kind that the
+// fast exchange reads itself; anything else is read by http.ReadResponse as it came. It is the
+// kind nearly every answer to a page load is:
+//
+//   - the status line is "HTTP/1.1 ", three digits from 200 to 599 but 204 and 304, then the end
+//     of the line or a space and a reason (which is never passed on), ended by CRLF;
+//   - header lines as fastHead's: CRLF, no obs-fold, names and values valid by net/http's rules;
+//   - exactly one Content-Length, of 1 to 18 digits; no Transfer-Encoding and no Trailer; at most
+//     one Connection, and only "keep-alive" or "close".
+func fastAnswer(head string) bool {
+	line, rest, ok := cutLine(head)
+	if !ok || len(line) < len("HTTP/1.1 200") || !strings.HasPrefix(line, "HTTP/1.1 ") ||
+		len(line) > len("HTTP/1.1 200") && line[len("HTTP/1.1 200")] != ' ' {
+		return false
+	}
+	code := line[len("HTTP/1.1 "):len("HTTP/1.1 200")]
+	if code[0] < '2' || code[0] > '5' || !isDigit(code[1]) || !isDigit(code[2]) ||
+		code == "204" || code == "304" {
+		return false
+	}
+	lengths, connections := 0, 0
+	for {
+		line, rest, ok = cutLine(rest)
+		if !ok {
+			return false
+		}
+		if len(line) == 0 {
+			return len(rest) == 0 && lengths == 1
+		}
+		name, value, ok := fieldLine(line)
+		if !ok {
+			return false
+		}
+		switch {
+		case strings.EqualFold(name, "Content-Length"):
+			lengths++
+			if len(value) == 0 || len(value) > 18 || strings.ContainsFunc(value, func(r rune) bool { return r < '0' || r > '9' }) {
+				return false
+			}
+		case strings.EqualFold(name, "Connection"):
+			connections++
+			if connections > 1 || !strings.EqualFold(value, "keep-alive") && !strings.EqualFold(value, "close") {
+				return false
+			}
+		case strings.EqualFold(name, "Transfer-Encoding"), strings.EqualFold(name, "Trailer"):
+			return false
+		}
+	}
+}
+
+func isDigit(b byte) bool { return '0' <= b && b <= '9' }
+
+// An answerReader reads the answers of one fast connection's exchanges.
+type answerReader struct {
+	res    http.Response
+	header http.Header
+	values []string
+	body   lengthBody
+}
+
+// read returns the answer to out whose head fastAnswer admitted, read from br already; its body is
+// read from br. It is valid until the next read.
+func (ar *answerReader) read(head string, br *bufio.Reader, out *http.Request) *http.Response {
+	line, rest, _ := strings.Cut(head, "\r\n")
+	if ar.header == nil {
+		ar.header = make(http.Header, 16)
+	}
+	h := ar.header
+	clear(h)
+	clear(ar.values)
+	ar.values = readFields(rest, h, ar.values[:0])
+	fixPragmaCacheControl(h)
+	closing := httpguts.HeaderValuesContainsToken(h["Connection"], "close")
+	if closing {
+		delete(h, "Connection") // as ReadResponse
+	}
+	code, _ := strconv.Atoi(line[len("HTTP/1.1 "):len("HTTP/1.1 200")])
+	n, _ := strconv.ParseInt(h["Content-Length"][0], 10, 64)
+	ar.res = http.Response{Status: line[len("HTTP/1.1 "):], StatusCode: code, Proto: "HTTP/1.1",
+		ProtoMajor: 1, ProtoMinor: 1, Header: h, ContentLength: n, Close: closing, Request: out}
+	if n == 0 || out.Method == http.MethodHead {
+		ar.res.Body = http.NoBody
+	} else {
+		ar.body = lengthBody{br: br, left: n}
+		ar.res.Body = &ar.body
+	}
+	return &ar.res
+}
+
+func (ar *answerReader) release() { *ar = answerReader{} }
+
+// A lengthBody is an answer's body of a known length, read as net/http reads one: the last bytes
+// come with io.EOF, and a body cut short is io.ErrUnexpectedEOF.
+type lengthBody struct {
+	br   *bufio.Reader
+	left int64
+}
+
+func (b *lengthBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		return 0, io.EOF
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.br.Read(p)
+	b.left -= int64(n)
+	switch {
+	case b.left == 0:
+		err = io.EOF
+	case err == io.EOF:
+		err = io.ErrUnexpectedEOF
+	}
+	return n, err
+}
+
+func (b *lengthBody) Close() error { return nil }
+
+// peekHead waits until br holds a whole head (headEnd) and returns it, still unread; nil, with
+// no error, when it does not fit br's buffer.
+func peekHead(br *bufio.Reader) ([]byte, error) {
+	if _, err := br.Peek(1); err != nil {
+		return nil, err
+	}
+	for {
+		buf, _ := br.Peek(br.Buffered())
+		if n := headEnd(buf); n > 0 {
+			return buf[:n], nil
+		}
+		if len(buf) == br.Size() {
+			return nil, nil
+		}
+		if _, err := br.Peek(len(buf) + 1); err != nil {
+			return nil, err
+		}
+	}
+}
