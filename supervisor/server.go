@@ -153,7 +153,7 @@ func (s *Server) newHTTPServer(h http.Handler) *http.Server {
 // by the fast loop, everything else by srv (proxy.ConnServer), both judging with s.door after
 // prepare.
 func (s *Server) newConnServer(srv *http.Server, prepare func(*http.Request)) *proxy.ConnServer {
-	return &proxy.ConnServer{Door: s.door, Server: srv, Prepare: prepare, ConnContext: s.verifier.connContext}
+	return &proxy.ConnServer{Door: s.door, Server: srv, Prepare: prepare, ConnContext: s.verifier.connContextHere}
 }
 
 func (s *Server) tailscaledUID() (uint32, error) {
@@ -193,8 +193,14 @@ func (s *Server) Serve(ln net.Listener) error {
 
 // Listen listens on 127.0.0.1:port, the loopback door's only address (SPEC S1: nothing wider,
 // ever; port 0 picks a free one).
+//
+// Its connections have no TCP keep-alive probes (Go turns them on for every accepted
+// connection, four system calls each): both ends of a loopback connection are on this machine,
+// whose kernel ends the connection when either process goes, so a probe finds nothing that the
+// door's idle timeout would not; the unix door has none either.
 func Listen(port int) (net.Listener, error) {
-	return net.Listen("tcp4", netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), uint16(port)).String())
+	lc := net.ListenConfig{KeepAlive: -1}
+	return lc.Listen(context.Background(), "tcp4", netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), uint16(port)).String())
 }
 
 // PublishAddr writes supervisor.addr, where consoles and the CLI find the TCP door. An existing
