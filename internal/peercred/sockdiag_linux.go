@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"sync"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
@@ -84,6 +85,8 @@ var (
 	diagPooling = true // tests turn it off to measure a socket per lookup
 	diagSeq     atomic.Uint32
 )
+
+var diagBufs = sync.Pool{New: func() any { return new([diagRecvBuf]byte) }}
 
 func diagRefused(err error) bool {
 	return errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) ||
@@ -171,9 +174,13 @@ func diagAsk(fd int, family uint8, src, dst netip.AddrPort) (sockFact, netip.Add
 		}
 		return sockFact{}, none, none, fmt.Errorf("netlink send: %w", err)
 	}
-	var buf [diagRecvBuf]byte
+	// The receive buffer comes from a pool, not the stack: on the stack its 8 KiB made every
+	// lookup's goroutine (one per accepted connection) grow its stack three times.
+	bp := diagBufs.Get().(*[diagRecvBuf]byte)
+	defer diagBufs.Put(bp)
+	buf := bp[:]
 	for range 4 { // skip what is not the reply to this request (bounded)
-		n, err := diagRetry(func() (int, error) { return unix.Read(fd, buf[:]) })
+		n, err := diagRetry(func() (int, error) { return unix.Read(fd, buf) })
 		if err != nil {
 			return sockFact{}, none, none, fmt.Errorf("netlink receive: %w", err)
 		}
