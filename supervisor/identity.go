@@ -105,11 +105,22 @@ type connFactsKey struct{}
 // most maxPeerLookups run at once: past that, the connection's first request looks its peer up
 // itself when a slot frees, or is refused after peerLookupWait.
 func (v *verifier) connContext(ctx context.Context, c net.Conn) context.Context {
+	return v.newConnFacts(ctx, c, false)
+}
+
+// connContextHere is connContext for a door that calls it on the connection's own goroutine
+// (proxy.ConnServer.ConnContext), before it reads the first request: the peer is looked up right
+// there, which saves a goroutine per connection (net/http's server calls ConnContext on its
+// accept loop, which must not wait).
+func (v *verifier) connContextHere(ctx context.Context, c net.Conn) context.Context {
+	return v.newConnFacts(ctx, c, true)
+}
+
+func (v *verifier) newConnFacts(ctx context.Context, c net.Conn, here bool) context.Context {
 	f := &connFacts{}
 	switch c := c.(type) {
 	case *net.TCPConn:
-		f.local, _ = netip.ParseAddrPort(c.LocalAddr().String())
-		f.remote, _ = netip.ParseAddrPort(c.RemoteAddr().String())
+		f.local, f.remote = tcpAddrPort(c.LocalAddr()), tcpAddrPort(c.RemoteAddr())
 	case *net.UnixConn:
 		f.viaUnix = true
 	}
@@ -119,6 +130,12 @@ func (v *verifier) connContext(ctx context.Context, c net.Conn) context.Context 
 	var err error
 	select {
 	case v.lookups <- struct{}{}:
+		if here {
+			uid, err = peercred.ConnPeerUID(c)
+			<-v.lookups
+			f.peerUID = func(context.Context) (uint32, error) { return uid, err }
+			break
+		}
 		done := make(chan struct{})
 		go func() {
 			defer func() { <-v.lookups }()
@@ -149,6 +166,17 @@ func (v *verifier) connContext(ctx context.Context, c net.Conn) context.Context 
 		}
 	}
 	return context.WithValue(ctx, connFactsKey{}, f)
+}
+
+// tcpAddrPort is a TCP connection's address as netip has it, an IPv4 one unmapped (as
+// ParseAddrPort of its String, without making the string); the zero AddrPort if it is not TCP.
+func tcpAddrPort(a net.Addr) netip.AddrPort {
+	t, ok := a.(*net.TCPAddr)
+	if !ok {
+		return netip.AddrPort{}
+	}
+	ap := t.AddrPort()
+	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
 }
 
 // refuseSelf answers a request from this node's own Tailscale address (403 self).
