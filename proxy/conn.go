@@ -235,7 +235,7 @@ func (fc *fastConn) serve() {
 	if cs.ConnContext != nil {
 		fc.ctx = cs.ConnContext(fc.ctx, fc.c)
 	}
-	fc.rr.base = (&http.Request{}).WithContext(fc.ctx)
+	fc.rr.setContext(fc.ctx)
 	fc.br = fastReaders.Get().(*bufio.Reader)
 	fc.br.Reset(fc.c)
 	remote := fc.c.RemoteAddr().String()

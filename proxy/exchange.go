@@ -228,6 +228,11 @@ func writeHeaderLines(w *bufio.Writer, h http.Header, skip map[string]bool) {
 
 // writeFieldValue writes v trimmed, with CR and LF as spaces (net/http's headerNewlineToSpace).
 func writeFieldValue(w *bufio.Writer, v string) {
+	if v == "" || !isASCIISpace(v[0]) && !isASCIISpace(v[len(v)-1]) &&
+		strings.IndexByte(v, '\r') < 0 && strings.IndexByte(v, '\n') < 0 {
+		w.WriteString(v) // as nearly every value is: nothing to trim or replace
+		return
+	}
 	v = textproto.TrimString(v)
 	for len(v) > 0 {
 		i := strings.IndexAny(v, "\r\n")
@@ -270,6 +275,9 @@ func writeRequestHead(w *bufio.Writer, out *http.Request) error {
 }
 
 func isCTL(r rune) bool { return r < ' ' || r == 0x7f }
+
+// isASCIISpace is what textproto.TrimString trims.
+func isASCIISpace(b byte) bool { return b == ' ' || b == '\t' || b == '\n' || b == '\r' }
 
 // copyAnswerBody copies the console's answer body to w (chunked: re-framed), sending what it has
 // whenever the console has nothing more at hand (so a stream is passed on as it comes), then the

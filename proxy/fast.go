@@ -126,11 +126,11 @@ func isHex(b byte) bool {
 // cutLine cuts the first CRLF-ended line off s. ok is false when s has no CRLF, or the line holds
 // a CR or LF of its own.
 func cutLine(s string) (line, rest string, ok bool) {
-	line, rest, ok = strings.Cut(s, "\r\n")
-	if !ok || strings.ContainsAny(line, "\r\n") {
+	i := strings.IndexByte(s, '\n')
+	if i < 1 || s[i-1] != '\r' || strings.IndexByte(s[:i-1], '\r') >= 0 {
 		return "", "", false
 	}
-	return line, rest, true
+	return s[:i-1], s[i+1:], true
 }
 
 // framingHeader reports whether name frames the message, changes what the connection carries,

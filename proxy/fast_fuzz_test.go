@@ -118,7 +118,9 @@ func checkReadsAsReadRequest(t *testing.T, head []byte, want *http.Request) {
 	t.Helper()
 	type ctxKey struct{}
 	ctx := context.WithValue(context.Background(), ctxKey{}, "conn")
-	rr := requestReader{base: (&http.Request{}).WithContext(ctx)}
+	var rr requestReader
+	rr.setContext(ctx)
+	defer rr.release()
 	for range 2 {
 		got, err := rr.read(string(head), "192.0.2.1:1234")
 		if err != nil {

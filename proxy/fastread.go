@@ -2,12 +2,14 @@ package proxy
 
 import (
 	"bufio"
+	"context"
 	"io"
 	"net/http"
 	"net/textproto"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 
 	"golang.org/x/net/http/httpguts"
 )
@@ -21,10 +23,14 @@ import (
 
 // A requestReader reads the requests of one fast connection.
 type requestReader struct {
-	base   *http.Request // empty but for the connection's context, copied into req
+	base   http.Request // empty but for the connection's context (setContext), copied into req
 	req    http.Request
-	header http.Header
-	values []string
+	fields *fieldStore
+}
+
+// setContext makes ctx the context of every request read.
+func (rr *requestReader) setContext(ctx context.Context) {
+	rr.base = *new(http.Request).WithContext(ctx)
 }
 
 // read returns the request whose head fastHead admitted. It is valid until the next read.
@@ -36,13 +42,16 @@ func (rr *requestReader) read(head, remote string) (*http.Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := rr.fields(rest)
+	if rr.fields == nil {
+		rr.fields = fieldStores.Get().(*fieldStore)
+	}
+	h := rr.fields.read(rest)
 	host := h["Host"][0] // fastHead: exactly one
 	delete(h, "Host")    // as ReadRequest
 	fixPragmaCacheControl(h)
 
 	r := &rr.req
-	*r = *rr.base
+	*r = rr.base
 	r.Method, r.URL, r.RequestURI, r.Host, r.RemoteAddr = method, u, target, host, remote
 	r.Proto, r.ProtoMajor, r.ProtoMinor = "HTTP/1.1", 1, 1
 	r.Header = h
@@ -51,17 +60,42 @@ func (rr *requestReader) read(head, remote string) (*http.Request, error) {
 	return r, nil
 }
 
-func (rr *requestReader) fields(lines string) http.Header {
-	if rr.header == nil {
-		rr.header = make(http.Header, 16)
-	}
-	clear(rr.header)
-	clear(rr.values)
-	rr.values = readFields(lines, rr.header, rr.values[:0])
-	return rr.header
+func (rr *requestReader) release() {
+	rr.fields.release()
+	*rr = requestReader{}
 }
 
-func (rr *requestReader) release() { *rr = requestReader{base: rr.base} }
+// A fieldStore is a head's header map and the array its values are cut from, kept from one head
+// to the next and, in fieldStores, from one connection to the next.
+type fieldStore struct {
+	header http.Header
+	values []string
+}
+
+var fieldStores = sync.Pool{New: func() any {
+	return &fieldStore{header: make(http.Header, 16), values: make([]string, 0, 32)}
+}}
+
+// read reads the header lines of an admitted head into fs, emptied first.
+func (fs *fieldStore) read(lines string) http.Header {
+	fs.empty()
+	fs.values = readFields(lines, fs.header, fs.values)
+	return fs.header
+}
+
+func (fs *fieldStore) empty() {
+	clear(fs.header)
+	clear(fs.values) // lets the strings of the last head go
+	fs.values = fs.values[:0]
+}
+
+// release puts fs back in fieldStores (nil: nothing to do).
+func (fs *fieldStore) release() {
+	if fs != nil {
+		fs.empty()
+		fieldStores.Put(fs)
+	}
+}
 
 // readFields reads the header lines of an admitted head (each "name:value" ended by CRLF, up to
 // the empty line) into h, as textproto's ReadMIMEHeader reads them: names made canonical, values
@@ -152,8 +186,7 @@ func isDigit(b byte) bool { return '0' <= b && b <= '9' }
 // An answerReader reads the answers of one fast connection's exchanges.
 type answerReader struct {
 	res    http.Response
-	header http.Header
-	values []string
+	fields *fieldStore
 	body   lengthBody
 }
 
@@ -161,13 +194,10 @@ type answerReader struct {
 // read from br. It is valid until the next read.
 func (ar *answerReader) read(head string, br *bufio.Reader, out *http.Request) *http.Response {
 	line, rest, _ := strings.Cut(head, "\r\n")
-	if ar.header == nil {
-		ar.header = make(http.Header, 16)
+	if ar.fields == nil {
+		ar.fields = fieldStores.Get().(*fieldStore)
 	}
-	h := ar.header
-	clear(h)
-	clear(ar.values)
-	ar.values = readFields(rest, h, ar.values[:0])
+	h := ar.fields.read(rest)
 	fixPragmaCacheControl(h)
 	closing := httpguts.HeaderValuesContainsToken(h["Connection"], "close")
 	if closing {
@@ -186,7 +216,10 @@ func (ar *answerReader) read(head string, br *bufio.Reader, out *http.Request) *
 	return &ar.res
 }
 
-func (ar *answerReader) release() { *ar = answerReader{} }
+func (ar *answerReader) release() {
+	ar.fields.release()
+	*ar = answerReader{}
+}
 
 // A lengthBody is an answer's body of a known length, read as net/http reads one: the last bytes
 // come with io.EOF, and a body cut short is io.ErrUnexpectedEOF.

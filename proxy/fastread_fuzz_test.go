@@ -100,6 +100,7 @@ func FuzzFastAnswer(f *testing.F) {
 		}
 		br2.Discard(n)
 		var ar answerReader
+		defer ar.release()
 		got := ar.read(string(head), br2, out)
 		switch {
 		case got.StatusCode != want.StatusCode || got.Status != want.Status || got.Proto != want.Proto ||
