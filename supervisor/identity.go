@@ -120,7 +120,8 @@ func (v *verifier) newConnFacts(ctx context.Context, c net.Conn, here bool) cont
 	f := &connFacts{}
 	switch c := c.(type) {
 	case *net.TCPConn:
-		f.local, f.remote = tcpAddrPort(c.LocalAddr()), tcpAddrPort(c.RemoteAddr())
+		f.local, _ = peercred.AddrPort(c.LocalAddr())
+		f.remote, _ = peercred.AddrPort(c.RemoteAddr())
 	case *net.UnixConn:
 		f.viaUnix = true
 	}
@@ -166,17 +167,6 @@ func (v *verifier) newConnFacts(ctx context.Context, c net.Conn, here bool) cont
 		}
 	}
 	return context.WithValue(ctx, connFactsKey{}, f)
-}
-
-// tcpAddrPort is a TCP connection's address as netip has it, an IPv4 one unmapped (as
-// ParseAddrPort of its String, without making the string); the zero AddrPort if it is not TCP.
-func tcpAddrPort(a net.Addr) netip.AddrPort {
-	t, ok := a.(*net.TCPAddr)
-	if !ok {
-		return netip.AddrPort{}
-	}
-	ap := t.AddrPort()
-	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
 }
 
 // refuseSelf answers a request from this node's own Tailscale address (403 self).

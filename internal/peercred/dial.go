@@ -62,9 +62,9 @@ func checkServer(ctx context.Context, c net.Conn) error {
 	if !ok {
 		return CheckOwn(c)
 	}
-	local, lerr := netip.ParseAddrPort(tc.LocalAddr().String())
-	remote, rerr := netip.ParseAddrPort(tc.RemoteAddr().String())
-	if lerr != nil || rerr != nil {
+	local, lok := AddrPort(tc.LocalAddr())
+	remote, rok := AddrPort(tc.RemoteAddr())
+	if !lok || !rok {
 		return fmt.Errorf("peercred: %v is not an IP connection", tc.RemoteAddr())
 	}
 	local, remote = procNetNormalize(local), procNetNormalize(remote)
@@ -127,6 +127,19 @@ func checkServer(ctx context.Context, c net.Conn) error {
 	}
 }
 
+// AddrPort returns a TCP address as netip has it, an IPv4 address unmapped — what
+// netip.ParseAddrPort makes of a.String(), without making the string. ok is false when a is not
+// a TCP address with an IP.
+func AddrPort(a net.Addr) (ap netip.AddrPort, ok bool) {
+	t, ok := a.(*net.TCPAddr)
+	if !ok {
+		return netip.AddrPort{}, false
+	}
+	ap = t.AddrPort()
+	ap = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	return ap, ap.Addr().IsValid()
+}
+
 // ConnPeerUID returns the uid that owns the other end of c: a loopback TCP connection (PeerUID,
 // then a check that c still holds its connection, so the answer is c's peer and not a later
 // holder of the same addresses) or a unix socket (UnixPeerUID). Call it as soon as c is accepted
@@ -139,9 +152,9 @@ func ConnPeerUID(c net.Conn) (uint32, error) {
 	case *net.UnixConn:
 		return UnixPeerUID(c)
 	case *net.TCPConn:
-		local, lerr := netip.ParseAddrPort(c.LocalAddr().String())
-		remote, rerr := netip.ParseAddrPort(c.RemoteAddr().String())
-		if lerr != nil || rerr != nil {
+		local, lok := AddrPort(c.LocalAddr())
+		remote, rok := AddrPort(c.RemoteAddr())
+		if !lok || !rok {
 			return 0, fmt.Errorf("peercred: %v is not an IP connection", c.RemoteAddr())
 		}
 		uid, err := PeerUID(local, remote)

@@ -486,3 +486,26 @@ func TestPeerUIDHelperProcess(t *testing.T) {
 	c.Close()
 	os.Exit(0)
 }
+
+// TestAddrPortAsParsedString: AddrPort is what ParseAddrPort makes of the address's string, for
+// every form a TCP address takes (IPv4 as 4 or 16 bytes, IPv6, a zone), and not ok for others.
+func TestAddrPortAsParsedString(t *testing.T) {
+	for _, a := range []net.Addr{
+		&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 7070},
+		&net.TCPAddr{IP: net.IP{127, 0, 0, 1}, Port: 1},
+		&net.TCPAddr{IP: net.ParseIP("::1"), Port: 65535},
+		&net.TCPAddr{IP: net.ParseIP("::ffff:100.64.0.7"), Port: 443},
+		&net.TCPAddr{IP: net.ParseIP("fe80::1"), Port: 80, Zone: "lo"},
+	} {
+		want, err := netip.ParseAddrPort(a.String())
+		got, ok := AddrPort(a)
+		if err != nil || !ok || got != want {
+			t.Errorf("AddrPort(%v) = %v, %v; ParseAddrPort: %v, %v", a, got, ok, want, err)
+		}
+	}
+	for _, a := range []net.Addr{&net.TCPAddr{Port: 80}, &net.UnixAddr{Name: "/x", Net: "unix"}, nil} {
+		if got, ok := AddrPort(a); ok {
+			t.Errorf("AddrPort(%v) = %v, ok", a, got)
+		}
+	}
+}
