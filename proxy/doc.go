@@ -67,9 +67,11 @@
 // speed alone: net/http's server and Transport spend twice the CPU per request that fleet's checks
 // do (bench/RESULTS.md). It changes no rule:
 //
-//   - every request is parsed by net/http's own parser (http.ReadRequest; the console's answer by
-//     http.ReadResponse), and fastHead admits only heads that net/http's server accepts and parses
-//     alike (FuzzFastHead);
+//   - fastHead admits only heads that net/http's server accepts, and the loop reads an admitted
+//     head (every line of it checked already) into exactly the request http.ReadRequest makes of
+//     it (FuzzFastHead); a console's answer is read the same way when fastAnswer admits its head
+//     — a status line, one Content-Length, nothing that frames it otherwise — into exactly what
+//     http.ReadResponse makes of it (FuzzFastAnswer), and by http.ReadResponse when not;
 //   - every request is judged by the Door's one judgement, in the same order; the fast loop
 //     forwards only what it would forward, with the same assertOnto, and answers the console's
 //     answer as ReverseProxy does (TestFastLoopAnswersAsReverseProxy_S6_S9 sends the same

@@ -186,7 +186,7 @@ func writeAnswerHead(w *bufio.Writer, res *http.Response, r *http.Request, final
 		}
 	}
 	w.WriteString("HTTP/1.1 ")
-	w.WriteString(strconv.Itoa(res.StatusCode))
+	w.Write(strconv.AppendInt(w.AvailableBuffer(), int64(res.StatusCode), 10))
 	w.WriteByte(' ')
 	if text := http.StatusText(res.StatusCode); text != "" {
 		w.WriteString(text)
