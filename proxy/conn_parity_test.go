@@ -118,6 +118,9 @@ func TestFastLoopAnswersAsReverseProxy_S6_S9(t *testing.T) {
 		"/101":    "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n",
 		"/broken": "NOT HTTP AT ALL\r\n\r\n",
 		"/short":  "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 10\r\nConnection: close\r\n\r\nonly5",
+		// A head that does not end (11 MiB of it): both stop reading at 10 MiB, as net/http's
+		// Transport does, and answer 502.
+		"/hugehead": "HTTP/1.1 200 OK\r\n" + strings.Repeat("X-Pad: "+strings.Repeat("p", 1017)+"\r\n", 11<<10),
 	}
 	console := newRawConsole(t, scripted(answers))
 

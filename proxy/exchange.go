@@ -107,7 +107,7 @@ func (h *Hop) exchange(ex *exchange, caller net.Conn, r *http.Request, t *Target
 			}
 		}
 		if err == nil {
-			res, err = http.ReadResponse(uc.br, &ex.out)
+			res, err = uc.readAnswer(&ex.out, &ex.answer)
 		}
 		if err != nil {
 			uc.close()

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -26,25 +27,35 @@ type upConn struct {
 	peekN   int
 	peekErr syscall.Errno
 	read    int64 // bytes read from c in the current round trip
+	limit   int64 // while an answer head is read: read may not pass it (0: no limit)
 	idleAt  time.Time
 }
 
+// maxAnswerHead bounds what is read for one answer head, as net/http's Transport bounds it
+// (MaxResponseHeaderBytes' default): a console that never ends its head is a failed answer, not
+// a head fleet keeps growing.
+const maxAnswerHead = 10 << 20
+
+var errAnswerHeadTooLarge = errors.New("the console's answer head is over 10 MiB")
+
 func (uc *upConn) Read(p []byte) (int, error) {
+	if uc.limit > 0 {
+		left := uc.limit - uc.read
+		if left <= 0 {
+			return 0, errAnswerHeadTooLarge
+		}
+		p = p[:min(int64(len(p)), left)]
+	}
 	n, err := uc.c.Read(p)
 	uc.read += int64(n)
 	return n, err
 }
 
-// roundTrip writes out and reads the console's first answer head to it: itself when fastAnswer
-// admits it (into ar), else with http.ReadResponse.
-func (uc *upConn) roundTrip(out *http.Request, ar *answerReader) (*http.Response, error) {
-	uc.read = 0
-	if err := writeRequestHead(uc.bw, out); err != nil {
-		return nil, err
-	}
-	if err := uc.bw.Flush(); err != nil {
-		return nil, err
-	}
+// readAnswer reads the head of the console's next answer to out: itself when fastAnswer admits
+// it (into ar), else with http.ReadResponse; either way no more than maxAnswerHead is read for it.
+func (uc *upConn) readAnswer(out *http.Request, ar *answerReader) (*http.Response, error) {
+	uc.limit = uc.read + maxAnswerHead
+	defer func() { uc.limit = 0 }()
 	head, err := peekHead(uc.br)
 	if err != nil {
 		if err == io.EOF {
@@ -59,6 +70,18 @@ func (uc *upConn) roundTrip(out *http.Request, ar *answerReader) (*http.Response
 		}
 	}
 	return http.ReadResponse(uc.br, out)
+}
+
+// roundTrip writes out and reads the head of the console's first answer to it (readAnswer).
+func (uc *upConn) roundTrip(out *http.Request, ar *answerReader) (*http.Response, error) {
+	uc.read = 0
+	if err := writeRequestHead(uc.bw, out); err != nil {
+		return nil, err
+	}
+	if err := uc.bw.Flush(); err != nil {
+		return nil, err
+	}
+	return uc.readAnswer(out, ar)
 }
 
 func (uc *upConn) close() { uc.c.Close() }
