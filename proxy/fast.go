@@ -45,31 +45,46 @@ func fastHead(head string) bool {
 	if !ok || !fastRequestLine(line) {
 		return false
 	}
-	hosts, connections := 0, 0
+	hosts := 0
+	return fastFields(rest, func(name, value string) bool {
+		switch {
+		case strings.EqualFold(name, "Host"):
+			hosts++
+			return httpguts.ValidHostHeader(value)
+		case framingHeader(name):
+			return false
+		}
+		return true
+	}) && hosts == 1
+}
+
+// fastFields reports whether lines — a head's header lines, up to and including the empty line
+// that ends it, and nothing after it — are each admitted by fieldLine and then by field, with at
+// most one Connection, which says only "keep-alive" or "close" (field is not asked about it).
+// fastHead and fastAnswer add their own conditions through field.
+func fastFields(lines string, field func(name, value string) bool) bool {
+	connections := 0
 	for {
-		line, rest, ok = cutLine(rest)
+		line, rest, ok := cutLine(lines)
 		if !ok {
 			return false
 		}
-		if len(line) == 0 {
-			return len(rest) == 0 && hosts == 1
+		if line == "" {
+			return rest == ""
 		}
+		lines = rest
 		name, value, ok := fieldLine(line)
 		if !ok {
 			return false
 		}
-		switch {
-		case strings.EqualFold(name, "Host"):
-			hosts++
-			if !httpguts.ValidHostHeader(value) {
-				return false
-			}
-		case strings.EqualFold(name, "Connection"):
+		if strings.EqualFold(name, "Connection") {
 			connections++
 			if connections > 1 || !strings.EqualFold(value, "keep-alive") && !strings.EqualFold(value, "close") {
 				return false
 			}
-		case framingHeader(name):
+			continue
+		}
+		if !field(name, value) {
 			return false
 		}
 	}

@@ -151,34 +151,17 @@ func fastAnswer(head string) bool {
 		code == "204" || code == "304" {
 		return false
 	}
-	lengths, connections := 0, 0
-	for {
-		line, rest, ok = cutLine(rest)
-		if !ok {
-			return false
-		}
-		if len(line) == 0 {
-			return len(rest) == 0 && lengths == 1
-		}
-		name, value, ok := fieldLine(line)
-		if !ok {
-			return false
-		}
+	lengths := 0
+	return fastFields(rest, func(name, value string) bool {
 		switch {
 		case strings.EqualFold(name, "Content-Length"):
 			lengths++
-			if len(value) == 0 || len(value) > 18 || strings.ContainsFunc(value, func(r rune) bool { return r < '0' || r > '9' }) {
-				return false
-			}
-		case strings.EqualFold(name, "Connection"):
-			connections++
-			if connections > 1 || !strings.EqualFold(value, "keep-alive") && !strings.EqualFold(value, "close") {
-				return false
-			}
+			return len(value) > 0 && len(value) <= 18 && !strings.ContainsFunc(value, func(r rune) bool { return r < '0' || r > '9' })
 		case strings.EqualFold(name, "Transfer-Encoding"), strings.EqualFold(name, "Trailer"):
 			return false
 		}
-	}
+		return true
+	}) && lengths == 1
 }
 
 func isDigit(b byte) bool { return '0' <= b && b <= '9' }
