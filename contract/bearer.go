@@ -16,7 +16,7 @@ func ParseBearer(h http.Header) (token string, ok bool) {
 		return "", false
 	}
 	scheme, tok, ok := strings.Cut(vals[0], " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
+	if !ok || !EqualFoldASCII(scheme, "Bearer") {
 		return "", false
 	}
 	tok = strings.TrimRight(strings.TrimLeft(tok, " "), " \t")

@@ -9,16 +9,17 @@ import "strings"
 // [":" port] — no path (not even "/"), no userinfo, query or fragment — so anything else is not
 // an origin and never the same. Scheme and host compare without regard to case, and the
 // scheme's default port (:80 for http, :443 for https) is the same as none, on either side.
+// Case is ASCII case (EqualFoldASCII): no other letter folds onto an ASCII one.
 // "null" (an opaque origin: a sandboxed frame, a file: page, a redirect) is never the same.
 //
 // Both doors (SPEC S12) and the console library judge Origin with it, so a page is one origin or
 // another by one rule. A caller with no Origin header, or more than one, decides that itself.
 func SameOrigin(origin, scheme, host string) bool {
 	oscheme, ohost, ok := strings.Cut(origin, "://")
-	if !ok || !strings.EqualFold(oscheme, scheme) || !validOriginHost(ohost) {
+	if !ok || !EqualFoldASCII(oscheme, scheme) || !validOriginHost(ohost) {
 		return false
 	}
-	return strings.EqualFold(withoutDefaultPort(ohost, scheme), withoutDefaultPort(host, scheme))
+	return EqualFoldASCII(withoutDefaultPort(ohost, scheme), withoutDefaultPort(host, scheme))
 }
 
 // validOriginHost reports whether h can be the host[:port] of a serialised origin: a non-empty
@@ -44,9 +45,9 @@ func validOriginHost(h string) bool {
 // withoutDefaultPort drops scheme's default port from host.
 func withoutDefaultPort(host, scheme string) string {
 	switch {
-	case strings.EqualFold(scheme, "http"):
+	case EqualFoldASCII(scheme, "http"):
 		return strings.TrimSuffix(host, ":80")
-	case strings.EqualFold(scheme, "https"):
+	case EqualFoldASCII(scheme, "https"):
 		return strings.TrimSuffix(host, ":443")
 	}
 	return host

@@ -14,7 +14,7 @@ func CheckUpgrade(r *http.Request) *Refusal {
 	if len(ups) == 0 {
 		return nil
 	}
-	if len(ups) == 1 && strings.EqualFold(strings.TrimSpace(ups[0]), "websocket") &&
+	if len(ups) == 1 && contract.EqualFoldASCII(strings.TrimSpace(ups[0]), "websocket") &&
 		headerHasToken(r.Header, "Connection", "upgrade") {
 		return nil
 	}
@@ -43,7 +43,7 @@ func RequestProto(r *http.Request, fromServe bool) string {
 		return "https"
 	}
 	if fromServe {
-		if v := r.Header.Values("X-Forwarded-Proto"); len(v) == 1 && strings.EqualFold(v[0], "https") {
+		if v := r.Header.Values("X-Forwarded-Proto"); len(v) == 1 && contract.EqualFoldASCII(v[0], "https") {
 			return "https"
 		}
 	}
@@ -54,7 +54,7 @@ func RequestProto(r *http.Request, fromServe bool) string {
 func headerHasToken(h http.Header, name, token string) bool {
 	for _, v := range h.Values(name) {
 		for _, t := range strings.Split(v, ",") {
-			if strings.EqualFold(strings.TrimSpace(t), token) {
+			if contract.EqualFoldASCII(strings.TrimSpace(t), token) {
 				return true
 			}
 		}

@@ -4,7 +4,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
-	"strings"
+
+	"github.com/phase-console/fleet/contract"
 )
 
 // This file is the one judgement of a request at a fleet door (SPEC S3, S7, S9, S12 and the order
@@ -177,7 +178,7 @@ func (d *Door) judge(r *http.Request) verdict {
 // judgeConsole is /c/<id>/… with its path judged (S7): refuse the methods the hop cannot carry,
 // verify the caller, find the console and the token.
 func (d *Door) judgeConsole(r *http.Request, route Route) verdict {
-	if strings.EqualFold(r.Method, http.MethodConnect) || strings.EqualFold(r.Method, http.MethodTrace) {
+	if contract.EqualFoldASCII(r.Method, http.MethodConnect) || contract.EqualFoldASCII(r.Method, http.MethodTrace) {
 		// CONNECT would tunnel past the hop; TRACE would echo the assertion back to the caller.
 		return verdict{refusal: Refuse(http.StatusMethodNotAllowed, "method", "CONNECT and TRACE are not served")}
 	}

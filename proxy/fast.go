@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"golang.org/x/net/http/httpguts"
+
+	"github.com/phase-console/fleet/contract"
 )
 
 // This file is which requests the fast loop (conn.go) serves: fastHead, on the raw bytes of a
@@ -48,7 +50,7 @@ func fastHead(head string) bool {
 	hosts := 0
 	return fastFields(rest, func(name, value string) bool {
 		switch {
-		case strings.EqualFold(name, "Host"):
+		case contract.EqualFoldASCII(name, "Host"):
 			hosts++
 			return httpguts.ValidHostHeader(value)
 		case framingHeader(name):
@@ -77,9 +79,9 @@ func fastFields(lines string, field func(name, value string) bool) bool {
 		if !ok {
 			return false
 		}
-		if strings.EqualFold(name, "Connection") {
+		if contract.EqualFoldASCII(name, "Connection") {
 			connections++
-			if connections > 1 || !strings.EqualFold(value, "keep-alive") && !strings.EqualFold(value, "close") {
+			if connections > 1 || !contract.EqualFoldASCII(value, "keep-alive") && !contract.EqualFoldASCII(value, "close") {
 				return false
 			}
 			continue
@@ -153,7 +155,7 @@ func cutLine(s string) (line, rest string, ok bool) {
 func framingHeader(name string) bool {
 	for _, f := range [...]string{"Content-Length", "Transfer-Encoding", "Upgrade", "Expect",
 		"Trailer", "TE", "Keep-Alive", "Proxy-Connection", "HTTP2-Settings"} {
-		if strings.EqualFold(name, f) {
+		if contract.EqualFoldASCII(name, f) {
 			return true
 		}
 	}

@@ -74,6 +74,8 @@ var fastHeadSeeds = []string{
 	"GET /c/a HTTP/1.1\r\nHost: localhost\r\nExpect: 100-continue\r\n\r\n",
 	"GET /c/a HTTP/1.1\r\nHost: localhost\r\nTE: trailers\r\nTrailer: X\r\n\r\n",
 	"GET /c/a HTTP/1.1\r\nHost: localhost\r\nConnection: keep-alive\r\nConnection: close\r\n\r\n",
+	"GET /c/a HTTP/1.1\r\nHost: localhost\r\nConnection: clo\u017fe\r\n\r\n",      // ſ folds to s, but not in ASCII
+	"GET /c/a HTTP/1.1\r\nHost: localhost\r\nConnection: \u212aeep-alive\r\n\r\n", // K, the Kelvin sign
 	"GET /c/a HTTP/1.1\r\nHost: localhost\r\nConnection: close, X-Phase-Console-Fleet\r\n\r\n",
 	"GET /c/a HTTP/1.1\r\nHost: localhost\r\nConnection: keep-alive\r\nKeep-Alive: timeout=5\r\nProxy-Connection: keep-alive\r\n\r\n",
 	"GET /c/a HTTP/1.1\r\nHost: localhost\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\n\r\n",

@@ -12,6 +12,8 @@ import (
 	"sync"
 
 	"golang.org/x/net/http/httpguts"
+
+	"github.com/phase-console/fleet/contract"
 )
 
 // This file reads the heads that fastHead (a caller's request) and fastAnswer (a console's
@@ -154,10 +156,10 @@ func fastAnswer(head string) bool {
 	lengths := 0
 	return fastFields(rest, func(name, value string) bool {
 		switch {
-		case strings.EqualFold(name, "Content-Length"):
+		case contract.EqualFoldASCII(name, "Content-Length"):
 			lengths++
 			return len(value) > 0 && len(value) <= 18 && !strings.ContainsFunc(value, func(r rune) bool { return r < '0' || r > '9' })
-		case strings.EqualFold(name, "Transfer-Encoding"), strings.EqualFold(name, "Trailer"):
+		case contract.EqualFoldASCII(name, "Transfer-Encoding"), contract.EqualFoldASCII(name, "Trailer"):
 			return false
 		}
 		return true

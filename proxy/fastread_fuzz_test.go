@@ -41,6 +41,7 @@ var fastAnswerSeeds = []string{
 	"HTTP/1.1 200 OK\r\n\r\nuntil close",
 	"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nConnection: close, X-Secret\r\n\r\nabc",
 	"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nConnection: keep-alive\r\nConnection: close\r\n\r\nabc",
+	"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nConnection: clo\u017fe\r\n\r\nabc", // ſ folds to s, but not in ASCII
 	// Status lines.
 	"HTTP/1.0 200 OK\r\nContent-Length: 3\r\n\r\nabc",
 	"HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n",

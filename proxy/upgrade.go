@@ -50,6 +50,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+
+	"github.com/phase-console/fleet/contract"
 )
 
 // errUpgraded is what upgradeTransport answers ReverseProxy once it has taken the connection
@@ -85,7 +87,7 @@ func (h *Hop) newUpgradeProxy(rp *httputil.ReverseProxy, dial DialFunc) *httputi
 // handshake has no body (RFC 6455 §4.1): one with a body is refused, so that no request body
 // ever rides into a tunnel.
 func (h *Hop) forwardUpgrade(w http.ResponseWriter, r *http.Request, f *forward) {
-	if !strings.EqualFold(upgradeType(r.Header), "websocket") || len(r.Header["Upgrade"]) != 1 {
+	if !contract.EqualFoldASCII(upgradeType(r.Header), "websocket") || len(r.Header["Upgrade"]) != 1 {
 		WriteRefusal(w, r, h.log, Refuse(http.StatusBadRequest, "bad-upgrade", "only a WebSocket upgrade is forwarded"))
 		return
 	}
@@ -117,7 +119,7 @@ func upgradeType(h http.Header) string {
 func hasToken(lines []string, token string) bool {
 	for _, v := range lines {
 		for t := range strings.SplitSeq(v, ",") {
-			if strings.EqualFold(textproto.TrimString(t), token) {
+			if contract.EqualFoldASCII(textproto.TrimString(t), token) {
 				return true
 			}
 		}
@@ -150,7 +152,7 @@ func (u *upgradeTransport) RoundTrip(out *http.Request) (*http.Response, error) 
 	f, _ := ctx.Value(forwardKey{}).(*forward)
 	w, _ := ctx.Value(upgradeKey{}).(http.ResponseWriter)
 	want := upgradeType(out.Header)
-	if f == nil || w == nil || !strings.EqualFold(want, "websocket") || out.Body != nil && out.Body != http.NoBody {
+	if f == nil || w == nil || !contract.EqualFoldASCII(want, "websocket") || out.Body != nil && out.Body != http.NoBody {
 		// Forward let only a bodiless WebSocket upgrade come here (S9); anything else is a bug.
 		return nil, errors.New("proxy: only a WebSocket upgrade without a body is forwarded")
 	}
@@ -197,7 +199,7 @@ func (u *upgradeTransport) RoundTrip(out *http.Request) (*http.Response, error) 
 		return res, nil
 	}
 	// ReverseProxy's checks of a 101: the console switched to the protocol asked for.
-	if got := upgradeType(res.Header); !printable(got) || !strings.EqualFold(got, want) {
+	if got := upgradeType(res.Header); !printable(got) || !contract.EqualFoldASCII(got, want) {
 		return fail(fmt.Errorf("console switched to protocol %q when %q was asked for", got, want))
 	}
 	if !stop() {

@@ -170,7 +170,7 @@ func (s *Server) prepareUnix(r *http.Request) {
 // socket whose peer is tailscaled's uid and says "Host: localhost" as Serve does.
 func (s *Server) unixServeHost(r *http.Request) (string, bool) {
 	facts, _ := r.Context().Value(connFactsKey{}).(*connFacts)
-	if facts == nil || !facts.viaUnix || !strings.EqualFold(r.Host, "localhost") {
+	if facts == nil || !facts.viaUnix || !contract.EqualFoldASCII(r.Host, "localhost") {
 		return "", false
 	}
 	facts.once.Do(func() { facts.ref = s.verifier.judgeConn(r.Context(), facts) })

@@ -113,6 +113,8 @@ func Rows() []Row {
 		refused("S9 websocket without Connection: Upgrade", "GET", c+"/x", 400, "bad-upgrade", "Upgrade: websocket", wsKey),
 		refused("S9 websocket, h2c", "GET", c+"/x", 400, "bad-upgrade", "Connection: Upgrade", "Upgrade: websocket, h2c"),
 		refused("S9 two Upgrade lines", "GET", c+"/x", 400, "bad-upgrade", "Connection: Upgrade", "Upgrade: websocket", "Upgrade: h2c"),
+		// ſ (U+017F) is s under Unicode case folding, not under ASCII's, which is HTTP's.
+		refused("S9 web\u017focket", "GET", c+"/x", 400, "bad-upgrade", "Connection: Upgrade", "Upgrade: web\u017focket", "Sec-WebSocket-Version: 13", wsKey),
 		refused("S9 h2c to a door's own page", "GET", "/", 400, "bad-upgrade", "Connection: Upgrade", "Upgrade: h2c"),
 		refused("S9 upgrade before Origin", "GET", c+"/x", 400, "bad-upgrade", "Upgrade: h2c", "Origin: https://evil.example"),
 
