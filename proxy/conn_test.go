@@ -291,6 +291,88 @@ func TestConnKeptConsoleConnectionClosed_F(t *testing.T) {
 	}
 }
 
+// TestConnEveryKeptConnectionClosed_F: when the console has closed every connection the door
+// keeps for it (a console restarted, or one that closes idle connections after a while), the next
+// GET skips them all, goes out once on a fresh connection and is answered — however many were
+// kept, not only the first.
+func TestConnEveryKeptConnectionClosed_F(t *testing.T) {
+	const kept = 4
+	d := startTestDoor(t)
+	var arrived sync.WaitGroup
+	arrived.Add(kept)
+	all := make(chan struct{})
+	go func() { arrived.Wait(); close(all) }()
+	rc := newRawConsole(t, func(_ int, c net.Conn, r *http.Request) bool {
+		if r.URL.Path == "/held" {
+			// Held until all kept requests are in: each has a connection of its own.
+			arrived.Done()
+			select {
+			case <-all:
+			case <-time.After(waitLimit):
+			}
+		}
+		io.WriteString(c, answerOK)
+		return r.URL.Path != "/held" // and closes each held one without a word
+	})
+	d.setConsole("raw", rc.addr())
+	errs := make(chan error, kept)
+	for range kept {
+		go func() {
+			c, err := net.Dial("tcp", d.addr)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(waitLimit))
+			if _, err := io.WriteString(c, crlf(serveReq("GET", "/c/raw/held"))); err != nil {
+				errs <- err
+				return
+			}
+			res, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err == nil && res.StatusCode != 200 {
+				err = fmt.Errorf("held GET: %d", res.StatusCode)
+			}
+			errs <- err
+		}()
+	}
+	for range kept {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	held := map[int]bool{}
+	for _, s := range rc.seen() {
+		held[s.conn] = true
+	}
+	if len(held) != kept {
+		t.Fatalf("the console got the held GETs on %d connections, want %d", len(held), kept)
+	}
+	// The door keeps connections that the console has closed now.
+	for ended := map[int]bool{}; len(ended) < kept; {
+		select {
+		case n := <-rc.ended:
+			if held[n] {
+				ended[n] = true
+			}
+		case <-time.After(waitLimit):
+			t.Fatalf("the console's held connections did not end")
+		}
+	}
+	if r := d.raw(serveReq("GET", "/c/raw/next")); r.status != 200 || r.body != "ok" {
+		t.Fatalf("GET after the console closed every kept connection: %d %q %q, want 200", r.status, r.reason, r.body)
+	}
+	var next []rawSeen
+	for _, s := range rc.seen() {
+		if s.path == "/next" {
+			next = append(next, s)
+		}
+	}
+	if len(next) != 1 || held[next[0].conn] {
+		t.Errorf("the console saw /next as %v; want it once, on a fresh connection", rawPaths(next))
+	}
+}
+
 // TestConnConsoleHangsUp_F: a console that closes each connection after reading a request,
 // without answering, gets a GET at most twice — once on the kept connection, once on a fresh one
 // — and the caller gets 502 console-down; with no kept connection, it gets the GET once.

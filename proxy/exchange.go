@@ -71,7 +71,7 @@ func (h *Hop) exchange(ex *exchange, caller net.Conn, r *http.Request, t *Target
 
 	var uc *upConn
 	var res *http.Response
-	for attempt := 0; ; attempt++ {
+	for attempt := 0; ; {
 		var err error
 		var reused bool
 		uc, reused, err = h.pool.take(r.Context(), t.Addr)
@@ -85,7 +85,11 @@ func (h *Hop) exchange(ex *exchange, caller net.Conn, r *http.Request, t *Target
 		if uc != nil {
 			uc.close()
 		}
+		if reused && err == errStale {
+			continue // nothing was sent on it: the next kept one, or a new one
+		}
 		if reused && fresh && attempt == 0 {
+			attempt++
 			continue // the console closed a kept connection: a GET or HEAD may be sent again
 		}
 		return h.writeFast(caller, r, func(w http.ResponseWriter) { h.answerFailed(w, r, &forward{t: *t}, err) })

@@ -22,10 +22,11 @@ type upConn struct {
 	br      *bufio.Reader
 	bw      *bufio.Writer
 	addr    string
-	rc      syscall.RawConn // c's socket, for quiet
-	peekFn  func(fd uintptr)
-	peekN   int
-	peekErr syscall.Errno
+	rc      syscall.RawConn // c's socket, for send
+	sendFn  func(fd uintptr) bool
+	sent    bool  // send's state in the current round trip
+	stale   bool  // send found the console had closed uc or written to it unasked
+	sendErr error // send's failed write
 	read    int64 // bytes read from c in the current round trip
 	limit   int64 // while an answer head is read: read may not pass it (0: no limit)
 	idleAt  time.Time
@@ -72,42 +73,71 @@ func (uc *upConn) readAnswer(out *http.Request, ar *answerReader) (*http.Respons
 	return http.ReadResponse(uc.br, out)
 }
 
-// roundTrip writes out and reads the head of the console's first answer to it (readAnswer).
+// roundTrip writes out and reads the head of the console's first answer to it (readAnswer). A
+// kept connection that the console closed or wrote to unasked since its last answer is
+// errStale, with nothing written to it.
 func (uc *upConn) roundTrip(out *http.Request, ar *answerReader) (*http.Response, error) {
 	uc.read = 0
 	if err := writeRequestHead(uc.bw, out); err != nil {
 		return nil, err
 	}
-	if err := uc.bw.Flush(); err != nil {
-		return nil, err
+	if uc.sendFn == nil {
+		if uc.br.Buffered() > 0 {
+			return nil, errStale
+		}
+		if err := uc.bw.Flush(); err != nil {
+			return nil, err
+		}
+	} else {
+		uc.sent, uc.stale, uc.sendErr = false, false, nil
+		if err := uc.rc.Read(uc.sendFn); err != nil {
+			return nil, err
+		}
+		if uc.stale {
+			return nil, errStale
+		}
+		if uc.sendErr != nil {
+			return nil, uc.sendErr
+		}
 	}
 	return uc.readAnswer(out, ar)
 }
 
-func (uc *upConn) close() { uc.c.Close() }
+// errStale is a kept connection found closed by its console, or written to unasked.
+var errStale = errors.New("the console closed its connection or wrote to it unasked")
 
-// quiet reports whether the console has neither closed uc nor written to it since its last
-// answer, without reading anything: a console that closed a kept connection (many close idle ones
-// after a few seconds) would otherwise meet the next request, which would then go out twice; one
-// that wrote to it unasked would have the next request — perhaps another caller's — given an
-// answer that is not its own, and its own answer left for the request after. net/http's
-// Transport watches every idle connection with a goroutine for this; a look costs one
-// non-blocking system call when the connection is taken.
-func (uc *upConn) quiet() bool {
+// send is roundTrip's look, write and wait, run by uc.rc.Read (made a func value once per
+// connection: none per request). Its first call looks at the socket without reading or waiting:
+// a console that closed a kept connection (many close idle ones after a few seconds) would
+// otherwise meet the request, which would then go out twice; one that wrote to it unasked would
+// have the request — perhaps another caller's — given an answer that is not its own, and its own
+// answer left for the request after. net/http's Transport watches every idle connection with a
+// goroutine for this; here it costs one non-blocking system call. When the socket is quiet, it
+// writes the request and asks to wait until the answer can be read. Because the wait is armed
+// (rc.Read clears what the poller knew) before the look, and the console can write nothing but
+// its answer after it, the wait misses nothing — and the answer is not first read for while it
+// cannot be there yet, as a plain Read would: one system call fewer per exchange.
+func (uc *upConn) send(fd uintptr) bool {
+	if uc.sent {
+		return true // readable: the answer, or the console's end, is there
+	}
+	uc.sent = true
 	if uc.br.Buffered() > 0 {
-		return false
+		uc.stale = true
+		return true
 	}
-	if uc.peekFn == nil {
-		return true // not a socket (tests): nothing to look at
+	if n, errno := peekByte(fd); n >= 0 || errno != syscall.EAGAIN && errno != syscall.EWOULDBLOCK {
+		uc.stale = true
+		return true
 	}
-	if uc.rc == nil || uc.rc.Control(uc.peekFn) != nil {
-		return false
+	if err := uc.bw.Flush(); err != nil {
+		uc.sendErr = err
+		return true
 	}
-	return uc.peekN < 0 && (uc.peekErr == syscall.EAGAIN || uc.peekErr == syscall.EWOULDBLOCK)
+	return false
 }
 
-// peek is quiet's look at the socket (made a func value once per connection: none per request).
-func (uc *upConn) peek(fd uintptr) { uc.peekN, uc.peekErr = peekByte(fd) }
+func (uc *upConn) close() { uc.c.Close() }
 
 // A consolePool keeps idle connections to consoles.
 type consolePool struct {
@@ -135,11 +165,7 @@ func (p *consolePool) take(ctx context.Context, addr string) (uc *upConn, reused
 			continue
 		}
 		p.mu.Unlock()
-		if uc.quiet() {
-			return uc, true, nil
-		}
-		uc.close()
-		p.mu.Lock()
+		return uc, true, nil
 	}
 	p.mu.Unlock()
 	c, err := p.dial(ctx, "tcp", addr)
@@ -148,8 +174,11 @@ func (p *consolePool) take(ctx context.Context, addr string) (uc *upConn, reused
 	}
 	uc = &upConn{c: c, addr: addr}
 	if sc, ok := c.(syscall.Conn); ok {
-		uc.rc, _ = sc.SyscallConn() // nil on an error: never quiet, so never reused
-		uc.peekFn = uc.peek
+		if uc.rc, err = sc.SyscallConn(); err != nil {
+			c.Close()
+			return nil, false, err
+		}
+		uc.sendFn = uc.send
 	}
 	uc.br = bufio.NewReaderSize(uc, fastReadBuffer)
 	uc.bw = bufio.NewWriterSize(c, 4<<10)
