@@ -81,10 +81,10 @@ func (uc *upConn) roundTrip(out *http.Request, ar *answerReader) (*http.Response
 	if err := writeRequestHead(uc.bw, out); err != nil {
 		return nil, err
 	}
-	if uc.sendFn == nil {
-		if uc.br.Buffered() > 0 {
-			return nil, errStale
-		}
+	if uc.br.Buffered() > 0 {
+		return nil, errStale // bytes after the last answer, read with it
+	}
+	if uc.sendFn == nil { // not a socket (tests): nothing to look at
 		if err := uc.bw.Flush(); err != nil {
 			return nil, err
 		}
@@ -113,19 +113,15 @@ var errStale = errors.New("the console closed its connection or wrote to it unas
 // have the request — perhaps another caller's — given an answer that is not its own, and its own
 // answer left for the request after. net/http's Transport watches every idle connection with a
 // goroutine for this; here it costs one non-blocking system call. When the socket is quiet, it
-// writes the request and asks to wait until the answer can be read. Because the wait is armed
-// (rc.Read clears what the poller knew) before the look, and the console can write nothing but
-// its answer after it, the wait misses nothing — and the answer is not first read for while it
-// cannot be there yet, as a plain Read would: one system call fewer per exchange.
+// writes the request and asks to wait until the answer can be read. The wait is armed before the
+// look (rc.Read clears what the poller knew), and the console can write nothing but its answer
+// after it, so the wait misses nothing. A plain Read after the write would first try a read that
+// cannot find the answer yet: this saves that system call on every exchange.
 func (uc *upConn) send(fd uintptr) bool {
 	if uc.sent {
 		return true // readable: the answer, or the console's end, is there
 	}
 	uc.sent = true
-	if uc.br.Buffered() > 0 {
-		uc.stale = true
-		return true
-	}
 	if n, errno := peekByte(fd); n >= 0 || errno != syscall.EAGAIN && errno != syscall.EWOULDBLOCK {
 		uc.stale = true
 		return true
