@@ -480,6 +480,12 @@ func TestConnServerSentEvents_S9(t *testing.T) {
 	if n := fast(); n != 1 {
 		t.Errorf("the fast loop served %d requests, want 1", n)
 	}
+	// A caller closing its stream is no fault of the console's, nor a warning.
+	for _, event := range []string{"fleet.hop-error", "fleet.console-down"} {
+		if n := len(d.logs.Events(event)); n != 0 {
+			t.Errorf("%d %s log lines for a caller that left its stream", n, event)
+		}
+	}
 }
 
 // TestConnHeadAnswer_S6: a HEAD through the fast loop is answered with the head alone — the
@@ -939,4 +945,111 @@ func rawPaths(got []rawSeen) []string {
 		out = append(out, fmt.Sprintf("%s %s on #%d", s.method, s.path, s.conn))
 	}
 	return out
+}
+
+// TestConnCallerGoneBeforeAnswer_S9: a caller that goes away while its console is still thinking
+// (a long poll, a slow page) closes the door's connection to that console, as net/http's server
+// and ReverseProxy do (the request's context ends): the console learns that nobody waits, and the
+// door holds nothing for a caller that is gone.
+func TestConnCallerGoneBeforeAnswer_S9(t *testing.T) {
+	d := startTestDoor(t)
+	fast := countFast(t)
+	asked := make(chan struct{})
+	gone := make(chan error, 1)
+	rc := newRawConsole(t, func(_ int, c net.Conn, r *http.Request) bool {
+		close(asked)
+		// No answer: wait until the door closes the connection.
+		c.SetReadDeadline(time.Now().Add(waitLimit))
+		_, err := c.Read(make([]byte, 1))
+		gone <- err
+		return false
+	})
+	d.setConsole("raw", rc.addr())
+	conn := d.dial()
+	if _, err := io.WriteString(conn, crlf(serveReq("GET", "/c/raw/poll"))); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-asked:
+	case <-time.After(waitLimit):
+		t.Fatal("the console was never asked")
+	}
+	conn.Close()
+	select {
+	case err := <-gone:
+		if !errors.Is(err, io.EOF) {
+			t.Errorf("the console's read ended with %v, want EOF (the door closing its connection)", err)
+		}
+	case <-time.After(waitLimit):
+		t.Fatal("the console's connection stayed open after the caller went")
+	}
+	if n := fast(); n != 1 {
+		t.Errorf("the fast loop served %d requests, want 1", n)
+	}
+	// Nobody to answer, and no fault of the console's: it is not shown down.
+	for _, event := range []string{"fleet.hop-error", "fleet.console-down"} {
+		if n := len(d.logs.Events(event)); n != 0 {
+			t.Errorf("%d %s log lines for a caller that left", n, event)
+		}
+	}
+}
+
+// TestConnSlowAnswer_S9: an answer that begins after the fast exchange's grace, a head that
+// arrives in pieces across it, and a body that comes slowly after it all reach a caller that
+// waits, whole — the grace bounds only the wait before the watch on the caller begins.
+func TestConnSlowAnswer_S9(t *testing.T) {
+	d := startTestDoor(t)
+	fast := countFast(t)
+	pause := func() { time.Sleep(answerGrace + answerGrace/2) }
+	rc := newRawConsole(t, func(_ int, c net.Conn, r *http.Request) bool {
+		switch r.URL.Path {
+		case "/late":
+			pause()
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nlate")
+		case "/pieces":
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-")
+			pause()
+			io.WriteString(c, "Length: 6\r\n\r\npieces")
+		case "/slowbody":
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nslow")
+			pause()
+			io.WriteString(c, "-body")
+		case "/hints":
+			io.WriteString(c, "HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n")
+			pause()
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhints")
+		}
+		return true
+	})
+	d.setConsole("raw", rc.addr())
+	conn := d.dial()
+	defer conn.Close()
+	br := bufio.NewReader(conn)
+	for _, path := range []string{"/late", "/pieces", "/slowbody", "/hints"} {
+		if _, err := io.WriteString(conn, crlf(serveReq("GET", "/c/raw"+path))); err != nil {
+			t.Fatal(err)
+		}
+		if path == "/hints" {
+			if res, _ := readAnswer(t, br, "GET"); res.StatusCode != 103 {
+				t.Fatalf("%s: got %d first, want 103", path, res.StatusCode)
+			}
+		}
+		res, body := readAnswer(t, br, "GET")
+		if want := path[1:]; res.StatusCode != 200 || strings.ReplaceAll(body, "-", "") != want {
+			t.Errorf("%s: got %d %q, want 200 %q", path, res.StatusCode, body, want)
+		}
+	}
+	if n := fast(); n != 4 {
+		t.Errorf("the fast loop served %d requests, want 4", n)
+	}
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if rc.accepts != 1 || len(rc.got) != 4 {
+		t.Errorf("the console accepted %d connections and read %d requests, want 1 and 4: a slow answer must not cost a retry or its connection", rc.accepts, len(rc.got))
+	}
+	for _, event := range []string{"fleet.hop-error", "fleet.console-down"} {
+		if n := len(d.logs.Events(event)); n != 0 {
+			t.Errorf("%d %s log lines for slow answers", n, event)
+		}
+	}
 }

@@ -77,6 +77,9 @@ func (h *Hop) exchange(ex *exchange, caller net.Conn, r *http.Request, t *Target
 		uc, reused, err = h.pool.take(r.Context(), t.Addr)
 		if err == nil {
 			res, err = uc.roundTrip(&ex.out, &ex.answer)
+			if err == errSlow {
+				res, err = uc.readAnswerWatched(caller, &ex.out, &ex.answer)
+			}
 		}
 		if err == nil {
 			break
@@ -84,6 +87,9 @@ func (h *Hop) exchange(ex *exchange, caller net.Conn, r *http.Request, t *Target
 		fresh := uc == nil || uc.read == 0
 		if uc != nil {
 			uc.close()
+		}
+		if err == errCallerGone {
+			return h.writeFast(caller, r, func(w http.ResponseWriter) { h.answerFailed(w, r, &forward{t: *t}, err) })
 		}
 		if reused && err == errStale {
 			continue // nothing was sent on it: the next kept one, or a new one
@@ -111,7 +117,7 @@ func (h *Hop) exchange(ex *exchange, caller net.Conn, r *http.Request, t *Target
 			}
 		}
 		if err == nil {
-			res, err = uc.readAnswer(&ex.out, &ex.answer)
+			res, err = uc.readAnswerWatched(caller, &ex.out, &ex.answer)
 		}
 		if err != nil {
 			uc.close()
@@ -126,18 +132,16 @@ func (h *Hop) exchange(ex *exchange, caller net.Conn, r *http.Request, t *Target
 	}
 
 	chunked := writeAnswerHead(cw, res, r, true)
-	var stop func()
+	var stop func() bool
 	if chunked && r.Method != http.MethodHead {
 		// A stream (server-sent events) may be silent for long: end it when the caller goes.
 		stop = closeWhenGone(caller, uc.c)
 	}
 	consoleErr, callerErr := copyAnswerBody(cw, res, uc.br, chunked)
-	if stop != nil {
-		stop()
-	}
+	callerGone := stop != nil && stop()
 	if consoleErr != nil || callerErr != nil {
 		// The answer is cut short: the caller sees its connection close, as ReverseProxy's.
-		if callerErr == nil {
+		if callerErr == nil && !callerGone {
 			h.log.Warn("fleet.hop-error", "console", t.ConsoleID, "error", "reading the console's answer: "+consoleErr.Error())
 		}
 		uc.close()
@@ -442,19 +446,20 @@ func peekByte(fd uintptr) (n int, errno syscall.Errno) {
 }
 
 // closeWhenGone closes console when the caller's side of caller ends (it reads nothing: bytes the
-// caller sends stay for the next request), until stop is called.
-func closeWhenGone(caller, console net.Conn) (stop func()) {
+// caller sends stay for the next request), until stop is called; stop reports whether it did.
+func closeWhenGone(caller, console net.Conn) (stop func() (closed bool)) {
 	sc, ok := caller.(syscall.Conn)
 	if !ok {
-		return func() {}
+		return func() bool { return false }
 	}
 	rc, err := sc.SyscallConn()
 	if err != nil {
-		return func() {}
+		return func() bool { return false }
 	}
 	caller.SetReadDeadline(time.Time{}) // a stream may last longer than the wait for a request
 	done := make(chan struct{})
 	var stopped atomic.Bool // set by stop: a caller gone after it changes nothing
+	closed := false         // the watch closed console: read once done is closed
 	go func() {
 		defer close(done)
 		gone := false
@@ -468,11 +473,13 @@ func closeWhenGone(caller, console net.Conn) (stop func()) {
 		})
 		if gone && stopped.CompareAndSwap(false, true) {
 			console.Close()
+			closed = true
 		}
 	}()
-	return func() {
+	return func() bool {
 		stopped.Store(true)
 		caller.SetReadDeadline(time.Unix(1, 0)) // wakes the watch
 		<-done
+		return closed
 	}
 }

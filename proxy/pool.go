@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"syscall"
 	"time"
@@ -29,8 +31,15 @@ type upConn struct {
 	sendErr error // send's failed write
 	read    int64 // bytes read from c in the current round trip
 	limit   int64 // while an answer head is read: read may not pass it (0: no limit)
+	graced  bool  // c's read deadline is roundTrip's answerGrace, not cleared yet
 	idleAt  time.Time
 }
+
+// answerGrace is how long the fast exchange waits for a console's answer before it also watches
+// the caller (readAnswerWatched): a caller that leaves while its console is still thinking (a long
+// poll, a slow page) closes the console's connection, as net/http's server ends a request whose
+// caller left. An answer within it — nearly every one — costs no watch.
+const answerGrace = 100 * time.Millisecond
 
 // maxAnswerHead bounds what is read for one answer head, as net/http's Transport bounds it
 // (MaxResponseHeaderBytes' default): a console that never ends its head is a failed answer, not
@@ -48,9 +57,38 @@ func (uc *upConn) Read(p []byte) (int, error) {
 		p = p[:min(int64(len(p)), left)]
 	}
 	n, err := uc.c.Read(p)
+	if n == 0 && uc.graced && errors.Is(err, os.ErrDeadlineExceeded) {
+		// The grace was for the wait before the answer: the rest of a head, or a body, may
+		// take longer.
+		uc.clearGrace()
+		n, err = uc.c.Read(p)
+	}
 	uc.read += int64(n)
 	return n, err
 }
+
+func (uc *upConn) clearGrace() {
+	if uc.graced {
+		uc.graced = false
+		uc.c.SetReadDeadline(time.Time{})
+	}
+}
+
+// readAnswerWatched is readAnswer with no grace, while the caller's connection is watched: a
+// caller that leaves closes the console's connection, and the answer is errCallerGone.
+func (uc *upConn) readAnswerWatched(caller net.Conn, out *http.Request, ar *answerReader) (*http.Response, error) {
+	uc.clearGrace()
+	stop := closeWhenGone(caller, uc.c)
+	res, err := uc.readAnswer(out, ar)
+	if stop() {
+		return nil, errCallerGone
+	}
+	return res, err
+}
+
+// errCallerGone is an exchange whose caller left before its answer: nobody to answer (499, as
+// the ReverseProxy hop answers a request whose context ended).
+var errCallerGone = fmt.Errorf("the caller went away before the console answered: %w", context.Canceled)
 
 // readAnswer reads the head of the console's next answer to out: itself when fastAnswer admits
 // it (into ar), else with http.ReadResponse; either way no more than maxAnswerHead is read for it.
@@ -75,7 +113,8 @@ func (uc *upConn) readAnswer(out *http.Request, ar *answerReader) (*http.Respons
 
 // roundTrip writes out and reads the head of the console's first answer to it (readAnswer). A
 // kept connection that the console closed or wrote to unasked since its last answer is
-// errStale, with nothing written to it.
+// errStale, with nothing written to it; an answer that has not begun within answerGrace is
+// errSlow, its request sent (the caller's exchange goes on with readAnswerWatched).
 func (uc *upConn) roundTrip(out *http.Request, ar *answerReader) (*http.Response, error) {
 	uc.read = 0
 	if err := writeRequestHead(uc.bw, out); err != nil {
@@ -90,7 +129,12 @@ func (uc *upConn) roundTrip(out *http.Request, ar *answerReader) (*http.Response
 		}
 	} else {
 		uc.sent, uc.stale, uc.sendErr = false, false, nil
+		uc.c.SetReadDeadline(time.Now().Add(answerGrace))
+		uc.graced = true
 		if err := uc.rc.Read(uc.sendFn); err != nil {
+			if uc.sent && !uc.stale && uc.sendErr == nil && errors.Is(err, os.ErrDeadlineExceeded) {
+				return nil, errSlow
+			}
 			return nil, err
 		}
 		if uc.stale {
@@ -105,6 +149,9 @@ func (uc *upConn) roundTrip(out *http.Request, ar *answerReader) (*http.Response
 
 // errStale is a kept connection found closed by its console, or written to unasked.
 var errStale = errors.New("the console closed its connection or wrote to it unasked")
+
+// errSlow is a request sent whose answer has not begun within answerGrace.
+var errSlow = errors.New("the console has not begun its answer yet")
 
 // send is roundTrip's look, write and wait, run by uc.rc.Read (made a func value once per
 // connection: none per request). Its first call looks at the socket without reading or waiting:
