@@ -468,6 +468,15 @@ func TestConnServerSentEvents_S9(t *testing.T) {
 	readEvent("data: one")
 	close(next)
 	readEvent("data: two")
+	callerLeaves(t, d, conn, gone, fast)
+}
+
+// callerLeaves closes the caller's connection conn, the one request on it served by the fast
+// loop, and checks that the console's connection then closes (gone: the console's read of it
+// ends with EOF), and that nothing is logged as a fault: a caller leaving is none, of the
+// console's or the door's.
+func callerLeaves(t *testing.T, d *testDoor, conn net.Conn, gone <-chan error, fast func() int64) {
+	t.Helper()
 	conn.Close()
 	select {
 	case err := <-gone:
@@ -480,10 +489,9 @@ func TestConnServerSentEvents_S9(t *testing.T) {
 	if n := fast(); n != 1 {
 		t.Errorf("the fast loop served %d requests, want 1", n)
 	}
-	// A caller closing its stream is no fault of the console's, nor a warning.
 	for _, event := range []string{"fleet.hop-error", "fleet.console-down"} {
 		if n := len(d.logs.Events(event)); n != 0 {
-			t.Errorf("%d %s log lines for a caller that left its stream", n, event)
+			t.Errorf("%d %s log lines for a caller that left", n, event)
 		}
 	}
 }
@@ -974,24 +982,7 @@ func TestConnCallerGoneBeforeAnswer_S9(t *testing.T) {
 	case <-time.After(waitLimit):
 		t.Fatal("the console was never asked")
 	}
-	conn.Close()
-	select {
-	case err := <-gone:
-		if !errors.Is(err, io.EOF) {
-			t.Errorf("the console's read ended with %v, want EOF (the door closing its connection)", err)
-		}
-	case <-time.After(waitLimit):
-		t.Fatal("the console's connection stayed open after the caller went")
-	}
-	if n := fast(); n != 1 {
-		t.Errorf("the fast loop served %d requests, want 1", n)
-	}
-	// Nobody to answer, and no fault of the console's: it is not shown down.
-	for _, event := range []string{"fleet.hop-error", "fleet.console-down"} {
-		if n := len(d.logs.Events(event)); n != 0 {
-			t.Errorf("%d %s log lines for a caller that left", n, event)
-		}
-	}
+	callerLeaves(t, d, conn, gone, fast)
 }
 
 // TestConnSlowAnswer_S9: an answer that begins after the fast exchange's grace, a head that
