@@ -955,34 +955,47 @@ func rawPaths(got []rawSeen) []string {
 	return out
 }
 
-// TestConnCallerGoneBeforeAnswer_S9: a caller that goes away while its console is still thinking
-// (a long poll, a slow page) closes the door's connection to that console, as net/http's server
-// and ReverseProxy do (the request's context ends): the console learns that nobody waits, and the
-// door holds nothing for a caller that is gone.
-func TestConnCallerGoneBeforeAnswer_S9(t *testing.T) {
-	d := startTestDoor(t)
-	fast := countFast(t)
-	asked := make(chan struct{})
-	gone := make(chan error, 1)
-	rc := newRawConsole(t, func(_ int, c net.Conn, r *http.Request) bool {
-		close(asked)
-		// No answer: wait until the door closes the connection.
-		c.SetReadDeadline(time.Now().Add(waitLimit))
-		_, err := c.Read(make([]byte, 1))
-		gone <- err
-		return false
-	})
-	d.setConsole("raw", rc.addr())
-	conn := d.dial()
-	if _, err := io.WriteString(conn, crlf(serveReq("GET", "/c/raw/poll"))); err != nil {
-		t.Fatal(err)
+// TestConnCallerGone_S9: a caller that goes away while its console is slow — still thinking
+// (a long poll, a slow page), or stalled in the middle of a body — closes the door's connection to
+// that console, as net/http's server and ReverseProxy do (the request's context ends): the console
+// learns that nobody waits, and the door holds nothing for a caller that is gone.
+func TestConnCallerGone_S9(t *testing.T) {
+	rows := []struct {
+		name    string
+		partial string // what the console writes before it stalls
+	}{
+		{"S9 before the answer begins", ""},
+		{"S9 in a body that stalls", "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\npart"},
 	}
-	select {
-	case <-asked:
-	case <-time.After(waitLimit):
-		t.Fatal("the console was never asked")
+	for _, row := range rows {
+		t.Run(row.name, func(t *testing.T) {
+			d := startTestDoor(t)
+			fast := countFast(t)
+			asked := make(chan struct{})
+			gone := make(chan error, 1)
+			rc := newRawConsole(t, func(_ int, c net.Conn, r *http.Request) bool {
+				io.WriteString(c, row.partial)
+				close(asked)
+				// Nothing more: wait until the door closes the connection.
+				c.SetReadDeadline(time.Now().Add(waitLimit))
+				_, err := c.Read(make([]byte, 1))
+				gone <- err
+				return false
+			})
+			d.setConsole("raw", rc.addr())
+			conn := d.dial()
+			if _, err := io.WriteString(conn, crlf(serveReq("GET", "/c/raw/poll"))); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, asked, "the console to be asked")
+			if row.partial != "" { // the caller has the head: the door is in the body
+				if res, err := http.ReadResponse(bufio.NewReader(conn), nil); err != nil || res.StatusCode != 200 {
+					t.Fatalf("the answer's head: %v, %v", res, err)
+				}
+			}
+			callerLeaves(t, d, conn, gone, fast)
+		})
 	}
-	callerLeaves(t, d, conn, gone, fast)
 }
 
 // TestConnSlowAnswer_S9: an answer that begins after the fast exchange's grace, a head that

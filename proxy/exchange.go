@@ -76,16 +76,17 @@ func (h *Hop) exchange(ex *exchange, caller net.Conn, r *http.Request, t *Target
 		var reused bool
 		uc, reused, err = h.pool.take(r.Context(), t.Addr)
 		if err == nil {
+			uc.caller = caller
 			res, err = uc.roundTrip(&ex.out, &ex.answer)
-			if err == errSlow {
-				res, err = uc.readAnswerWatched(caller, &ex.out, &ex.answer)
-			}
 		}
 		if err == nil {
 			break
 		}
 		fresh := uc == nil || uc.read == 0
 		if uc != nil {
+			if uc.endWatch() {
+				err = errCallerGone // the watch closed the console's connection: nobody waits
+			}
 			uc.close()
 		}
 		if err == errCallerGone {
@@ -117,9 +118,12 @@ func (h *Hop) exchange(ex *exchange, caller net.Conn, r *http.Request, t *Target
 			}
 		}
 		if err == nil {
-			res, err = uc.readAnswerWatched(caller, &ex.out, &ex.answer)
+			res, err = uc.readAnswer(&ex.out, &ex.answer)
 		}
 		if err != nil {
+			if uc.endWatch() {
+				err = errCallerGone
+			}
 			uc.close()
 			return h.writeFast(caller, r, func(w http.ResponseWriter) { h.answerFailed(w, r, &forward{t: *t}, err) })
 		}
@@ -132,14 +136,14 @@ func (h *Hop) exchange(ex *exchange, caller net.Conn, r *http.Request, t *Target
 	}
 
 	chunked := writeAnswerHead(cw, res, r, true)
-	var stop func() bool
 	if chunked && r.Method != http.MethodHead {
-		// A stream (server-sent events) may be silent for long: end it when the caller goes.
-		stop = closeWhenGone(caller, uc.c)
+		// A stream (server-sent events) may be silent for long: end it when the caller goes,
+		// from the start.
+		uc.watch()
 	}
 	consoleErr, callerErr := copyAnswerBody(cw, res, uc.br, chunked)
-	callerGone := stop != nil && stop()
-	if consoleErr != nil || callerErr != nil {
+	callerGone := uc.endWatch() // if so, the watch closed the console's connection
+	if consoleErr != nil || callerErr != nil || callerGone {
 		// The answer is cut short: the caller sees its connection close, as ReverseProxy's.
 		if callerErr == nil && !callerGone {
 			h.log.Warn("fleet.hop-error", "console", t.ConsoleID, "error", "reading the console's answer: "+consoleErr.Error())

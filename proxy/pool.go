@@ -26,19 +26,21 @@ type upConn struct {
 	addr    string
 	rc      syscall.RawConn // c's socket, for send
 	sendFn  func(fd uintptr) bool
-	sent    bool  // send's state in the current round trip
-	stale   bool  // send found the console had closed uc or written to it unasked
-	sendErr error // send's failed write
-	read    int64 // bytes read from c in the current round trip
-	limit   int64 // while an answer head is read: read may not pass it (0: no limit)
-	graced  bool  // c's read deadline is roundTrip's answerGrace, not cleared yet
+	sent    bool        // send's state in the current round trip
+	stale   bool        // send found the console had closed uc or written to it unasked
+	sendErr error       // send's failed write
+	read    int64       // bytes read from c in the current round trip
+	limit   int64       // while an answer head is read: read may not pass it (0: no limit)
+	graced  bool        // c's read deadline is roundTrip's answerGrace, not cleared yet
+	caller  net.Conn    // the caller of the exchange in progress, watched once it is slow
+	unwatch func() bool // the running watch's stop (closeWhenGone), if any
 	idleAt  time.Time
 }
 
-// answerGrace is how long the fast exchange waits for a console's answer before it also watches
-// the caller (readAnswerWatched): a caller that leaves while its console is still thinking (a long
-// poll, a slow page) closes the console's connection, as net/http's server ends a request whose
-// caller left. An answer within it — nearly every one — costs no watch.
+// answerGrace is how long the fast exchange reads from its console before it also watches its
+// caller (watch): a caller that leaves while its console is still thinking (a long poll, a slow
+// page) or slowly answering then closes the console's connection, as net/http's server ends a
+// request whose caller left. An exchange done within it — nearly every one — costs no watch.
 const answerGrace = 100 * time.Millisecond
 
 // maxAnswerHead bounds what is read for one answer head, as net/http's Transport bounds it
@@ -58,9 +60,9 @@ func (uc *upConn) Read(p []byte) (int, error) {
 	}
 	n, err := uc.c.Read(p)
 	if n == 0 && uc.graced && errors.Is(err, os.ErrDeadlineExceeded) {
-		// The grace was for the wait before the answer: the rest of a head, or a body, may
-		// take longer.
+		// The exchange is slow: the rest may take as long as it takes, while the caller waits.
 		uc.clearGrace()
+		uc.watch()
 		n, err = uc.c.Read(p)
 	}
 	uc.read += int64(n)
@@ -74,16 +76,21 @@ func (uc *upConn) clearGrace() {
 	}
 }
 
-// readAnswerWatched is readAnswer with no grace, while the caller's connection is watched: a
-// caller that leaves closes the console's connection, and the answer is errCallerGone.
-func (uc *upConn) readAnswerWatched(caller net.Conn, out *http.Request, ar *answerReader) (*http.Response, error) {
-	uc.clearGrace()
-	stop := closeWhenGone(caller, uc.c)
-	res, err := uc.readAnswer(out, ar)
-	if stop() {
-		return nil, errCallerGone
+// watch starts watching the exchange's caller, once: a caller that leaves closes c.
+func (uc *upConn) watch() {
+	if uc.unwatch == nil && uc.caller != nil {
+		uc.unwatch = closeWhenGone(uc.caller, uc.c)
 	}
-	return res, err
+}
+
+// endWatch stops the watch, if one runs, and reports whether the caller had left (c is closed).
+func (uc *upConn) endWatch() (callerGone bool) {
+	if uc.unwatch == nil {
+		return false
+	}
+	callerGone = uc.unwatch()
+	uc.unwatch = nil
+	return callerGone
 }
 
 // errCallerGone is an exchange whose caller left before its answer: nobody to answer (499, as
@@ -113,8 +120,8 @@ func (uc *upConn) readAnswer(out *http.Request, ar *answerReader) (*http.Respons
 
 // roundTrip writes out and reads the head of the console's first answer to it (readAnswer). A
 // kept connection that the console closed or wrote to unasked since its last answer is
-// errStale, with nothing written to it; an answer that has not begun within answerGrace is
-// errSlow, its request sent (the caller's exchange goes on with readAnswerWatched).
+// errStale, with nothing written to it. An answer that has not begun within answerGrace is
+// waited for while the caller is watched (watch).
 func (uc *upConn) roundTrip(out *http.Request, ar *answerReader) (*http.Response, error) {
 	uc.read = 0
 	if err := writeRequestHead(uc.bw, out); err != nil {
@@ -131,10 +138,15 @@ func (uc *upConn) roundTrip(out *http.Request, ar *answerReader) (*http.Response
 		uc.sent, uc.stale, uc.sendErr = false, false, nil
 		uc.c.SetReadDeadline(time.Now().Add(answerGrace))
 		uc.graced = true
-		if err := uc.rc.Read(uc.sendFn); err != nil {
-			if uc.sent && !uc.stale && uc.sendErr == nil && errors.Is(err, os.ErrDeadlineExceeded) {
-				return nil, errSlow
-			}
+		err := uc.rc.Read(uc.sendFn)
+		if err != nil && uc.sent && !uc.stale && uc.sendErr == nil && errors.Is(err, os.ErrDeadlineExceeded) {
+			// Sent, and no answer yet: readAnswer waits for it (its first read finds anything
+			// that came since), watching the caller.
+			uc.clearGrace()
+			uc.watch()
+			err = nil
+		}
+		if err != nil {
 			return nil, err
 		}
 		if uc.stale {
@@ -149,9 +161,6 @@ func (uc *upConn) roundTrip(out *http.Request, ar *answerReader) (*http.Response
 
 // errStale is a kept connection found closed by its console, or written to unasked.
 var errStale = errors.New("the console closed its connection or wrote to it unasked")
-
-// errSlow is a request sent whose answer has not begun within answerGrace.
-var errSlow = errors.New("the console has not begun its answer yet")
 
 // send is roundTrip's look, write and wait, run by uc.rc.Read (made a func value once per
 // connection: none per request). Its first call looks at the socket without reading or waiting:
@@ -180,7 +189,11 @@ func (uc *upConn) send(fd uintptr) bool {
 	return false
 }
 
-func (uc *upConn) close() { uc.c.Close() }
+// close ends the connection (and the watch on its caller, if one runs).
+func (uc *upConn) close() {
+	uc.endWatch()
+	uc.c.Close()
+}
 
 // A consolePool keeps idle connections to consoles.
 type consolePool struct {
@@ -230,6 +243,7 @@ func (p *consolePool) take(ctx context.Context, addr string) (uc *upConn, reused
 
 // put keeps uc for the next exchange with its console, unless the pool is full or closed.
 func (p *consolePool) put(uc *upConn) {
+	uc.caller = nil
 	uc.idleAt = time.Now()
 	p.mu.Lock()
 	if p.closed || len(p.idle[uc.addr]) >= maxIdlePerConsole || p.count >= 4*maxIdlePerConsole {
