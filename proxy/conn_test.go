@@ -566,16 +566,20 @@ type slowDoor struct {
 	serveErr chan error
 	arrived  chan struct{}
 	release  chan struct{}
+	ended    chan struct{} // /slow's request ended before its release: its connection closed
 }
 
 func startSlowDoor(t *testing.T) *slowDoor {
 	d := &slowDoor{testDoor: startTestDoor(t), serveErr: make(chan error, 1),
-		arrived: make(chan struct{}, 1), release: make(chan struct{})}
+		arrived: make(chan struct{}, 1), release: make(chan struct{}), ended: make(chan struct{}, 1)}
 	slow := newEchoConsole(t, echoconsole.Answer(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/slow" {
 			d.arrived <- struct{}{}
 			select {
 			case <-d.release:
+			case <-r.Context().Done():
+				d.ended <- struct{}{}
+				return
 			case <-time.After(waitLimit):
 			}
 		}
@@ -667,7 +671,8 @@ func TestConnShutdown(t *testing.T) {
 }
 
 // TestConnClose: Close closes every connection at once, the one in an exchange too, before its
-// console answers.
+// console answers — and that exchange's connection to its console, so the console is not left
+// answering nobody.
 func TestConnClose(t *testing.T) {
 	d := startSlowDoor(t)
 	idle, handed, busy, busyBr := d.connections(t)
@@ -677,6 +682,8 @@ func TestConnClose(t *testing.T) {
 	wantClosed(t, idle, nil, "a fast connection idle at Close")
 	wantClosed(t, handed, nil, "a handed-over connection idle at Close")
 	wantClosed(t, busy, busyBr, "a connection in an exchange at Close")
+	// Its console is told too: the door's connection to it closes, and its request ends.
+	waitFor(t, d.ended, "the console's request for a closed connection to end")
 	close(d.release)
 	select {
 	case err := <-d.serveErr:

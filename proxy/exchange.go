@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/textproto"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -467,7 +468,7 @@ func closeWhenGone(caller, console net.Conn) (stop func() (closed bool)) {
 	go func() {
 		defer close(done)
 		gone := false
-		rc.Read(func(fd uintptr) bool {
+		err := rc.Read(func(fd uintptr) bool {
 			n, errno := peekByte(fd)
 			if errno == syscall.EAGAIN || errno == syscall.EWOULDBLOCK || errno == syscall.EINTR {
 				return false // wait until the caller sends something or goes
@@ -475,6 +476,9 @@ func closeWhenGone(caller, console net.Conn) (stop func() (closed bool)) {
 			gone = n <= 0
 			return true
 		})
+		if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+			gone = true // the caller's connection was closed here (Close): nobody can be answered
+		}
 		if gone && stopped.CompareAndSwap(false, true) {
 			console.Close()
 			closed = true
