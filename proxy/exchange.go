@@ -450,8 +450,9 @@ func peekByte(fd uintptr) (n int, errno syscall.Errno) {
 	return int(r), 0
 }
 
-// closeWhenGone closes console when the caller's side of caller ends (it reads nothing: bytes the
-// caller sends stay for the next request), until stop is called; stop reports whether it did.
+// closeWhenGone closes console when the caller's side of caller ends, or caller is closed here
+// (it reads nothing: bytes the caller sends stay for the next request), until stop is called;
+// stop reports whether it did.
 func closeWhenGone(caller, console net.Conn) (stop func() (closed bool)) {
 	sc, ok := caller.(syscall.Conn)
 	if !ok {
