@@ -1011,25 +1011,19 @@ func TestConnCallerGone_S9(t *testing.T) {
 func TestConnSlowAnswer_S9(t *testing.T) {
 	d := startTestDoor(t)
 	fast := countFast(t)
-	pause := func() { time.Sleep(answerGrace + answerGrace/2) }
+	// Each answer in two parts, with a pause longer than the grace between them.
+	answers := map[string][2]string{
+		"/late":     {"", "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nlate"},
+		"/pieces":   {"HTTP/1.1 200 OK\r\nContent-", "Length: 6\r\n\r\npieces"},
+		"/slowbody": {"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nslow", "-body"},
+		"/hints": {"HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n",
+			"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhints"},
+	}
 	rc := newRawConsole(t, func(_ int, c net.Conn, r *http.Request) bool {
-		switch r.URL.Path {
-		case "/late":
-			pause()
-			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nlate")
-		case "/pieces":
-			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-")
-			pause()
-			io.WriteString(c, "Length: 6\r\n\r\npieces")
-		case "/slowbody":
-			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nslow")
-			pause()
-			io.WriteString(c, "-body")
-		case "/hints":
-			io.WriteString(c, "HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n")
-			pause()
-			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhints")
-		}
+		parts := answers[r.URL.Path]
+		io.WriteString(c, parts[0])
+		time.Sleep(answerGrace + answerGrace/2)
+		io.WriteString(c, parts[1])
 		return true
 	})
 	d.setConsole("raw", rc.addr())
