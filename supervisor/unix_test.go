@@ -99,15 +99,27 @@ type uxDoor struct {
 
 	mu   sync.Mutex
 	seen []uxSeen
+
+	polled    chan struct{} // /poll reached the console, which answers nothing
+	pollEnded chan struct{} // /poll's request ended: the door closed its connection
 }
 
 func uxStart(t *testing.T, tailscaledUID int) *uxDoor {
 	t.Helper()
-	d := &uxDoor{api: &uxFakeAPI{}}
+	d := &uxDoor{api: &uxFakeAPI{}, polled: make(chan struct{}, 1), pollEnded: make(chan struct{}, 1)}
 	console := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		d.mu.Lock()
 		d.seen = append(d.seen, uxSeen{path: r.URL.Path, header: r.Header.Clone()})
 		d.mu.Unlock()
+		if r.URL.Path == "/poll" { // a long poll: no answer until the caller goes
+			d.polled <- struct{}{}
+			select {
+			case <-r.Context().Done():
+				d.pollEnded <- struct{}{}
+			case <-time.After(10 * time.Second):
+			}
+			return
+		}
 		io.WriteString(w, "console says hi")
 	}))
 	t.Cleanup(console.Close)
@@ -218,6 +230,42 @@ func TestUnixSocketVerified_S5a(t *testing.T) {
 		if a != uxUserIP {
 			t.Errorf("WhoIs(%q) asked; a unix-socket connection needs no WhoIs of its own address", a)
 		}
+	}
+}
+
+// TestUnixSocketCallerGone_S9: on the unix door too, a caller who goes away while its console
+// is still thinking ends the console's request (the door closes its connection to the console).
+func TestUnixSocketCallerGone_S9(t *testing.T) {
+	d := uxStart(t, os.Getuid())
+	ctx, cancel := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://localhost/c/alpha/poll", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-Forwarded-Host", uxSupName)
+	req.Header.Set("X-Forwarded-For", uxUserIP)
+	req.Header.Set("Tailscale-User-Login", uxUserLogin)
+	asked := make(chan error, 1)
+	go func() {
+		resp, err := d.http.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		asked <- err
+	}()
+	select {
+	case <-d.polled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the console was never asked")
+	}
+	cancel() // the caller goes: net/http's client closes its connection to the door
+	if err := <-asked; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the caller's request ended with %v, want context.Canceled", err)
+	}
+	select {
+	case <-d.pollEnded:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the console's request went on after its caller left")
 	}
 }
 
