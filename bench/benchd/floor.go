@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"flag"
 	"io"
@@ -27,7 +28,10 @@ func floor(args []string) error {
 	addr := fs.String("addr", "127.0.0.1:18083", "listen address")
 	backend := fs.String("backend", "127.0.0.1:18080", "the backend")
 	fs.Parse(args)
-	ln, err := net.Listen("tcp", *addr)
+	// No TCP keep-alive on accepted connections, as fleet's door: four setsockopt calls fewer
+	// on each new connection.
+	lc := net.ListenConfig{KeepAlive: -1}
+	ln, err := lc.Listen(context.Background(), "tcp", *addr)
 	if err != nil {
 		return err
 	}
