@@ -55,6 +55,8 @@ type ConnServer struct {
 	listeners map[net.Listener]struct{}
 	handoff   *handoffListener
 	closing   atomic.Bool
+	waiting   chan *fastConn // unbuffered: a send succeeds only when a worker waits (work); closed once no accept loop runs
+	ending    sync.Once
 	accepting sync.WaitGroup // Serve's accept loops
 	served    sync.WaitGroup // Server.Serve on the handoff listener
 }
@@ -104,13 +106,44 @@ func (cs *ConnServer) Serve(ln net.Listener) error {
 		}
 		cs.conns[fc] = struct{}{}
 		cs.mu.Unlock()
-		go fc.serve()
+		select {
+		case cs.waiting <- fc: // a worker that served a connection already takes it
+		default:
+			go cs.work(fc)
+		}
+	}
+}
+
+// workerIdle is how long a worker waits for its next connection before it ends.
+const workerIdle = 10 * time.Second
+
+// work serves fc, then each connection the accept loops hand it (waiting), until none comes
+// for workerIdle. A goroutine per connection would start each one on a small stack that grows
+// (copied each time) to what an exchange needs: measured, that and the goroutine's start were
+// ~2 µs of a new connection's ~27 µs of user time (bench/RESULTS.md). A worker keeps its stack.
+func (cs *ConnServer) work(fc *fastConn) {
+	idle := time.NewTimer(workerIdle)
+	defer idle.Stop()
+	for {
+		fc.serve()
+		fc = nil // nothing of a served connection is kept while waiting
+		idle.Reset(workerIdle)
+		var open bool
+		select {
+		case fc, open = <-cs.waiting:
+			if !open {
+				return // Shutdown or Close: no connection will come
+			}
+		case <-idle.C:
+			return
+		}
 	}
 }
 
 // start starts net/http's server on the handoff listener. cs.mu is held.
 func (cs *ConnServer) start(addr net.Addr) {
 	cs.started = true
+	cs.waiting = make(chan *fastConn)
 	cs.conns = map[*fastConn]struct{}{}
 	cs.listeners = map[net.Listener]struct{}{}
 	cs.handoff = newHandoffListener(addr)
@@ -141,6 +174,9 @@ func (cs *ConnServer) stopAccepting() bool {
 	}
 	cs.mu.Unlock()
 	cs.accepting.Wait()
+	if started {
+		cs.ending.Do(func() { close(cs.waiting) }) // only accept loops send on it
+	}
 	return started
 }
 

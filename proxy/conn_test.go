@@ -13,6 +13,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -1055,6 +1056,60 @@ func TestConnSlowAnswer_S9(t *testing.T) {
 	for _, event := range []string{"fleet.hop-error", "fleet.console-down"} {
 		if n := len(d.logs.Events(event)); n != 0 {
 			t.Errorf("%d %s log lines for slow answers", n, event)
+		}
+	}
+}
+
+// TestConnWorkerServesTheNext: the goroutine that served a connection serves the next one (a
+// new connection costs no goroutine and no stack to grow), each connection answered whole and
+// on its own; Close ends the workers that wait.
+func TestConnWorkerServesTheNext(t *testing.T) {
+	d := startTestDoor(t)
+	for i := range 4 {
+		conn := d.dial()
+		path := fmt.Sprintf("/c/alpha/conn%d", i)
+		r := toResponses(rawhttp.Exchange(t, conn, serveReq("GET", path, "Connection: close"), 1))[0]
+		if r.status != http.StatusOK || r.body != "echo /"+path[len("/c/alpha/"):] {
+			t.Fatalf("connection %d: got %d %q %q", i, r.status, r.reason, r.body)
+		}
+		conn.Close()
+		// Served and closed: its worker waits for the next connection, and it is the only one.
+		waitUntil(t, func() bool { all, waiting := workersOf(d.cs); return all == 1 && waiting == 1 },
+			fmt.Sprintf("one worker, waiting, after connection %d", i))
+	}
+	d.cs.Close()
+	waitUntil(t, func() bool { all, _ := workersOf(d.cs); return all == 0 }, "no worker after Close")
+}
+
+// workersOf counts cs's worker goroutines, and those of them waiting for a connection.
+func workersOf(cs *ConnServer) (all, waiting int) {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	me := fmt.Sprintf("proxy.(*ConnServer).work(%p", cs)
+	for g := range strings.SplitSeq(string(buf), "\n\n") {
+		if strings.Contains(g, me) {
+			all++
+			if !strings.Contains(g, "proxy.(*fastConn).serve(") {
+				waiting++
+			}
+		}
+	}
+	return all, waiting
+}
+
+// waitUntil polls cond until it holds, failing the test after waitLimit.
+func waitUntil(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	for deadline := time.Now().Add(waitLimit); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting for %s", what)
 		}
 	}
 }

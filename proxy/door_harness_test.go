@@ -110,6 +110,7 @@ type testDoor struct {
 	alpha *echoConsole
 	logs  *testlog.Buffer
 	token string
+	cs    *ConnServer // the door's connection loop (serve)
 
 	// Set by rawMany: how many fleet.rejected lines there were before the last exchange, and
 	// how many requests it held.
@@ -148,6 +149,7 @@ func (d *testDoor) serve(t testing.TB, srv *http.Server) string {
 		t.Fatal(err)
 	}
 	cs := &ConnServer{Door: d.door, Server: srv}
+	d.cs = cs
 	go cs.Serve(ln)
 	t.Cleanup(func() { cs.Close() })
 	return ln.Addr().String()
