@@ -55,8 +55,9 @@ type ConnServer struct {
 	listeners map[net.Listener]struct{}
 	handoff   *handoffListener
 	closing   atomic.Bool
-	waiting   chan *fastConn // unbuffered: a send succeeds only when a worker waits (work); closed once no accept loop runs
-	ending    sync.Once
+	idle      []*worker      // workers waiting for a connection, the one idle last at the end
+	sweeping  bool           // sweepWorkers is to come
+	idleFor   time.Duration  // how long workers wait (workerIdle), if not 0: tests
 	accepting sync.WaitGroup // Serve's accept loops
 	served    sync.WaitGroup // Server.Serve on the handoff listener
 }
@@ -105,45 +106,111 @@ func (cs *ConnServer) Serve(ln net.Listener) error {
 			return http.ErrServerClosed
 		}
 		cs.conns[fc] = struct{}{}
-		cs.mu.Unlock()
-		select {
-		case cs.waiting <- fc: // a worker that served a connection already takes it
-		default:
-			go cs.work(fc)
+		if w := cs.idleWorker(); w != nil {
+			w.next <- fc // a worker that served a connection already takes it
+		} else {
+			go cs.work(&worker{next: make(chan *fastConn, 1)}, fc)
 		}
+		cs.mu.Unlock()
 	}
 }
 
 // workerIdle is how long a worker waits for its next connection before it ends.
 const workerIdle = 10 * time.Second
 
-// work serves fc, then each connection the accept loops hand it (waiting), until none comes
-// for workerIdle. A goroutine per connection would start each one on a small stack that grows
-// (copied each time) to what an exchange needs: measured, that and the goroutine's start were
-// ~2 µs of a new connection's ~27 µs of user time (bench/RESULTS.md). A worker keeps its stack.
-func (cs *ConnServer) work(fc *fastConn) {
-	idle := time.NewTimer(workerIdle)
-	defer idle.Stop()
-	for {
+// A worker is a goroutine of the fast loop that serves one connection after another: a
+// goroutine per connection would start each on a small stack that grows (copied each time) to
+// what an exchange needs. Measured, that and the goroutine's start and end were ~2.7 µs of a new
+// connection's ~27 µs of user time (bench/RESULTS.md); a worker keeps its stack. A worker waits
+// on a channel of its own, not in a select with a timer (which cost half of what it saved):
+// the accept loops hand a connection to the worker idle last, and the ones idle longest end
+// after workerIdle (sweepWorkers).
+type worker struct {
+	next   chan *fastConn // the next connection to serve (one at most); nil: end
+	idleAt time.Time
+}
+
+// work serves fc, then each connection handed to w, until it is told to end.
+func (cs *ConnServer) work(w *worker, fc *fastConn) {
+	for fc != nil {
 		fc.serve()
 		fc = nil // nothing of a served connection is kept while waiting
-		idle.Reset(workerIdle)
-		var open bool
-		select {
-		case fc, open = <-cs.waiting:
-			if !open {
-				return // Shutdown or Close: no connection will come
-			}
-		case <-idle.C:
+		if !cs.rest(w) {
 			return
 		}
+		fc = <-w.next
 	}
+}
+
+// idleWorker takes the worker idle last off the idle ones, or returns nil. cs.mu is held.
+func (cs *ConnServer) idleWorker() *worker {
+	n := len(cs.idle)
+	if n == 0 {
+		return nil
+	}
+	w := cs.idle[n-1]
+	cs.idle[n-1] = nil
+	cs.idle = cs.idle[:n-1]
+	return w
+}
+
+// rest makes w idle, waiting for a connection; false when the server is closing (w ends).
+func (cs *ConnServer) rest(w *worker) bool {
+	w.idleAt = time.Now()
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cs.closing.Load() {
+		return false
+	}
+	cs.idle = append(cs.idle, w)
+	if !cs.sweeping {
+		cs.sweeping = true
+		time.AfterFunc(cs.workerIdle(), cs.sweepWorkers)
+	}
+	return true
+}
+
+// sweepWorkers ends the workers idle for workerIdle (the first ones: cs.idle is in the order
+// they became idle), and comes again while any is idle.
+func (cs *ConnServer) sweepWorkers() {
+	now := time.Now()
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	n := 0
+	for n < len(cs.idle) && now.Sub(cs.idle[n].idleAt) >= cs.workerIdle() {
+		cs.idle[n].next <- nil
+		n++
+	}
+	kept := copy(cs.idle, cs.idle[n:])
+	clear(cs.idle[kept:])
+	cs.idle = cs.idle[:kept]
+	if kept > 0 && !cs.closing.Load() {
+		time.AfterFunc(cs.workerIdle(), cs.sweepWorkers)
+	} else {
+		cs.sweeping = false
+	}
+}
+
+// workerIdle is how long a worker of cs waits for a connection. cs.mu is held.
+func (cs *ConnServer) workerIdle() time.Duration {
+	if cs.idleFor > 0 {
+		return cs.idleFor
+	}
+	return workerIdle
+}
+
+// endWorkers ends every idle worker. cs.mu is held, and cs.closing set: none becomes idle after.
+func (cs *ConnServer) endWorkers() {
+	for _, w := range cs.idle {
+		w.next <- nil
+	}
+	clear(cs.idle)
+	cs.idle = nil
 }
 
 // start starts net/http's server on the handoff listener. cs.mu is held.
 func (cs *ConnServer) start(addr net.Addr) {
 	cs.started = true
-	cs.waiting = make(chan *fastConn)
 	cs.conns = map[*fastConn]struct{}{}
 	cs.listeners = map[net.Listener]struct{}{}
 	cs.handoff = newHandoffListener(addr)
@@ -172,11 +239,9 @@ func (cs *ConnServer) stopAccepting() bool {
 	for ln := range cs.listeners {
 		ln.Close()
 	}
+	cs.endWorkers()
 	cs.mu.Unlock()
 	cs.accepting.Wait()
-	if started {
-		cs.ending.Do(func() { close(cs.waiting) }) // only accept loops send on it
-	}
 	return started
 }
 

@@ -1081,6 +1081,25 @@ func TestConnWorkerServesTheNext(t *testing.T) {
 	waitUntil(t, func() bool { all, _ := workersOf(d.cs); return all == 0 }, "no worker after Close")
 }
 
+// TestConnIdleWorkersEnd: a worker that waits for a connection longer than workerIdle ends, and
+// the next connection is served by a new one.
+func TestConnIdleWorkersEnd(t *testing.T) {
+	d := startTestDoor(t)
+	d.cs.mu.Lock()
+	d.cs.idleFor = time.Millisecond
+	d.cs.mu.Unlock()
+	for i := range 2 {
+		conn := d.dial()
+		r := toResponses(rawhttp.Exchange(t, conn, serveReq("GET", "/c/alpha/x", "Connection: close"), 1))[0]
+		conn.Close()
+		if r.status != http.StatusOK {
+			t.Fatalf("connection %d: got %d %q", i, r.status, r.reason)
+		}
+		waitUntil(t, func() bool { all, _ := workersOf(d.cs); return all == 0 },
+			fmt.Sprintf("the worker of connection %d to end", i))
+	}
+}
+
 // workersOf counts cs's worker goroutines, and those of them waiting for a connection.
 func workersOf(cs *ConnServer) (all, waiting int) {
 	buf := make([]byte, 1<<20)
