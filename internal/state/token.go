@@ -113,6 +113,9 @@ type Token struct {
 	path string
 	now  func() time.Time
 	read func(path string) (string, error) // ReadToken; a seam for tests
+	// afterMiss, if not nil, runs in MatchFresh between the miss and the re-read: a seam for
+	// tests, where another request's Refresh happens.
+	afterMiss func()
 
 	mu        sync.Mutex
 	stamp     fileStamp // of the last good read; zero while in error, so the next Refresh reads again
@@ -217,14 +220,17 @@ func (t *Token) Match(got string) bool {
 
 // MatchFresh is Match, but when got does not match it re-reads the file (one stat) and tries
 // again: a peer that noticed a rotation first (the supervisor sending the new token) is not
-// refused in the moment before this follower's own poll.
+// refused in the moment before this follower's own poll. It tries again whether or not its own
+// re-read found a change: another request's re-read (or the poll) may have read the rotation
+// between this one's miss and its re-read, which then finds nothing new.
 func (t *Token) MatchFresh(got string) bool {
 	if t.Match(got) {
 		return true
 	}
-	if changed, _ := t.Refresh(); !changed {
-		return false
+	if t.afterMiss != nil {
+		t.afterMiss()
 	}
+	t.Refresh()
 	return t.Match(got)
 }
 

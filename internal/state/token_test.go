@@ -172,3 +172,27 @@ func TestTokenGraceIgnoresClockSteps_C1(t *testing.T) {
 		}
 	})
 }
+
+// TestTokenMatchFreshAfterAnotherRefresh_C1: a request that carries the new token just after a
+// rotation is believed even when another request's re-read (or the poll) reads the rotation
+// between this request's miss and its own re-read — which then finds the file unchanged. Before,
+// that request was refused 401 (seen in CI, under load, by TestTokenRotationFailsNoRequest_C1).
+func TestTokenMatchFreshAfterAnotherRefresh_C1(t *testing.T) {
+	dir := privateDir(t)
+	if _, err := LoadOrCreateToken(dir); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, TokenFile)
+	tok := NewTokenFollower(path, nil)
+	if err := RotateToken(dir); err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := ReadToken(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok.afterMiss = func() { tok.Refresh() } // another request, first to read the rotation
+	if !tok.MatchFresh(fresh) {
+		t.Fatal("the new token was refused: another request had read the rotation first")
+	}
+}
