@@ -63,9 +63,10 @@
 //   - Fail closed: when the token file is missing, unreadable, too open (F1) or malformed, no
 //     assertion is believed (401 fleet-bad-token) and the reason is logged; local callers are
 //     still served.
-//   - The token file is re-read within 1 s of a change (polling its stamp, never per request). The
-//     previous token is believed for state.RotationGrace (10 s) after a rotation, never longer, so
-//     `fleet token rotate` fails no request.
+//   - The token file is re-read within 1 s of a change (polling its stamp; a bearer that does not
+//     match looks at the stamp once more, so a supervisor that saw a rotation first is not
+//     refused). The previous token is believed for state.RotationGrace (10 s) after a rotation,
+//     never longer, so `fleet token rotate` fails no request.
 //   - Every token comparison — fleet bearer and run tokens — is constant-time in the token.
 //   - Every refusal is the status, the reason word in the body as JSON {"error":"<reason>"} and in
 //     the X-Fleet-Reason response header, and one JSON log line (log/slog) with the event name
