@@ -115,7 +115,7 @@ func (cs *ConnServer) Serve(ln net.Listener) error {
 	}
 }
 
-// workerIdle is how long a worker waits for its next connection before it ends.
+// workerIdle is how long a worker waits for its next connection before the next sweep ends it.
 const workerIdle = 10 * time.Second
 
 // A worker is a goroutine of the fast loop that serves one connection after another: a
@@ -123,8 +123,8 @@ const workerIdle = 10 * time.Second
 // what an exchange needs. Measured, that and the goroutine's start and end were ~2.7 µs of a new
 // connection's ~27 µs of user time (bench/RESULTS.md); a worker keeps its stack. A worker waits
 // on a channel of its own, not in a select with a timer (which cost half of what it saved):
-// the accept loops hand a connection to the worker idle last, and the ones idle longest end
-// after workerIdle (sweepWorkers).
+// the accept loops hand a connection to the worker idle last, and a sweep every workerIdle ends
+// those idle that long (sweepWorkers): an idle worker ends within twice workerIdle.
 type worker struct {
 	next   chan *fastConn // the next connection to serve (one at most); nil: end
 	idleAt time.Time
