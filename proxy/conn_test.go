@@ -1060,6 +1060,37 @@ func TestConnSlowAnswer_S9(t *testing.T) {
 	}
 }
 
+// TestConnAnswerHeadOverReadBuffer_S6: a console's answer whose head does not fit the fast
+// exchange's 8 KiB buffer (a long Content-Security-Policy, a big cookie) is read by net/http's
+// parser instead, and reaches the caller whole — twice in a row on one kept console connection,
+// so the first answer's end is where the second is read from.
+func TestConnAnswerHeadOverReadBuffer_S6(t *testing.T) {
+	d := startTestDoor(t)
+	fast := countFast(t)
+	policy := strings.Repeat("p", 20<<10)
+	rc := newRawConsole(t, func(_ int, c net.Conn, r *http.Request) bool {
+		body := "body of " + r.URL.Path
+		fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Security-Policy: %s\r\nContent-Length: %d\r\n\r\n%s", policy, len(body), body)
+		return true
+	})
+	d.setConsole("raw", rc.addr())
+	conn := d.dial()
+	defer conn.Close()
+	for _, path := range []string{"/one", "/two"} {
+		r := toResponses(rawhttp.Exchange(t, conn, serveReq("GET", "/c/raw"+path), 1))[0]
+		if r.status != 200 || r.body != "body of "+path || r.header.Get("Content-Security-Policy") != policy {
+			t.Fatalf("GET %s: %d %q, body %q, policy of %d bytes; want 200, the body and the whole policy",
+				path, r.status, r.reason, r.body, len(r.header.Get("Content-Security-Policy")))
+		}
+	}
+	if got := rc.seen(); len(got) != 2 || usedConns(got) != 1 {
+		t.Errorf("the console saw %d requests on %d connections, want 2 on 1", len(got), usedConns(got))
+	}
+	if n := fast(); n != 2 {
+		t.Errorf("the fast loop served %d requests, want 2", n)
+	}
+}
+
 // TestConnWorkerServesTheNext: the goroutine that served a connection serves the next one (a
 // new connection costs no goroutine and no stack to grow), each connection answered whole and
 // on its own; Close ends the workers that wait.
