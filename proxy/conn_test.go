@@ -490,9 +490,16 @@ func callerLeaves(t *testing.T, d *testDoor, conn net.Conn, gone <-chan error, f
 	if n := fast(); n != 1 {
 		t.Errorf("the fast loop served %d requests, want 1", n)
 	}
+	wantNoFaultLogged(t, d, "a caller that left")
+}
+
+// wantNoFaultLogged wants no fleet.hop-error or fleet.console-down line in d's log: what happened
+// (what names it) is no fault of the console's or the door's.
+func wantNoFaultLogged(t *testing.T, d *testDoor, what string) {
+	t.Helper()
 	for _, event := range []string{"fleet.hop-error", "fleet.console-down"} {
 		if n := len(d.logs.Events(event)); n != 0 {
-			t.Errorf("%d %s log lines for a caller that left", n, event)
+			t.Errorf("%d %s log lines for %s", n, event, what)
 		}
 	}
 }
@@ -1053,11 +1060,7 @@ func TestConnSlowAnswer_S9(t *testing.T) {
 	if rc.accepts != 1 || len(rc.got) != 4 {
 		t.Errorf("the console accepted %d connections and read %d requests, want 1 and 4: a slow answer must not cost a retry or its connection", rc.accepts, len(rc.got))
 	}
-	for _, event := range []string{"fleet.hop-error", "fleet.console-down"} {
-		if n := len(d.logs.Events(event)); n != 0 {
-			t.Errorf("%d %s log lines for slow answers", n, event)
-		}
-	}
+	wantNoFaultLogged(t, d, "slow answers")
 }
 
 // TestConnAnswerHeadOverReadBuffer_S6: a console's answer whose head does not fit the fast
