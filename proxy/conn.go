@@ -42,7 +42,9 @@ type ConnServer struct {
 	Door   *Door
 	Server *http.Server
 	// Prepare, if not nil, is applied to each request before the Door judges it, as the door's
-	// Handler does (the unix door restores the Host that Serve names).
+	// Handler does (the unix door restores the Host that Serve names). It may change r.Host,
+	// never r.Header: the fast exchange writes the console's request from the caller's header
+	// lines as they came (writeConsoleHead).
 	Prepare func(r *http.Request)
 	// ConnContext, if not nil, returns the context of a new connection's requests (the door's
 	// per-connection facts). It is called once per connection, on the connection's own goroutine;
@@ -377,7 +379,7 @@ func (fc *fastConn) serve() {
 			fc.handOver(s, &prejudged{method: r.Method, uri: r.RequestURI, v: v})
 			return
 		}
-		keep := cs.Door.Hop.exchange(&fc.ex, fc.c, r, &v.target)
+		keep := cs.Door.Hop.exchange(&fc.ex, fc.c, r, fc.rr.lines, &v.target)
 		if !keep || !fc.state.CompareAndSwap(connActive, connIdle) {
 			break
 		}

@@ -17,8 +17,10 @@
 //     console's loopback address. It is httputil.ReverseProxy with Rewrite, never Director, so a
 //     caller's Connection line cannot delete what the hop set — but for the plain page loads of
 //     the loopback door's fast loop (below), whose exchange admits no Connection line but
-//     "keep-alive" or "close", removes it before the hop's headers are set (assertOnto, the
-//     same function Rewrite calls), and sends the console the same request as ReverseProxy
+//     "keep-alive" or "close", writes the console's request straight from the caller's header
+//     lines, leaving out Host, Connection and every identity header and adding the hop's own
+//     (writeConsoleHead): the same head assertOnto and net/http's Request.Write make, which
+//     FuzzFastHead checks on every head it admits, and the same request as ReverseProxy sends
 //     (TestFastLoopAnswersAsReverseProxy_S6_S9).
 //   - S7: the decision about /c/<id>/hooks is made on the decoded, canonical path (JudgePath), and the
 //     path forwarded is exactly the path judged; a path that is not canonical is 400 bad-path.
@@ -72,8 +74,12 @@
 //     it (FuzzFastHead); a console's answer is read the same way when fastAnswer admits its head
 //     — a status line, one Content-Length, nothing that frames it otherwise — into exactly what
 //     http.ReadResponse makes of it (FuzzFastAnswer), and by http.ReadResponse when not;
+//   - both heads of such an exchange are written straight from the admitted lines (rawhead.go:
+//     no header map is read, changed and written again), and are the heads the map path writes
+//     for the same bytes — assertOnto and Request.Write's for the console, writeAnswerHead's
+//     (ReverseProxy's scrubbing) for the caller; FuzzFastHead and FuzzFastAnswer check both;
 //   - every request is judged by the Door's one judgement, in the same order; the fast loop
-//     forwards only what it would forward, with the same assertOnto, and answers the console's
+//     forwards only what it would forward, with the same assertion, and answers the console's
 //     answer as ReverseProxy does (TestFastLoopAnswersAsReverseProxy_S6_S9 sends the same
 //     requests both ways, to a console scripted with every kind of answer, and compares both ends);
 //   - anything else — a refusal, a redirect, a door page, a body, an upgrade, a head it does not

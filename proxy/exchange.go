@@ -29,18 +29,25 @@ import (
 
 // An exchange is one fast connection's reusable state.
 type exchange struct {
-	out    http.Request
+	out    http.Request // the console's request: its method and URL (its head is written by writeHead)
 	url    url.URL
+	lines  string  // the caller's header lines, as fastHead admitted them
+	t      *Target // where out goes and what the hop asserts
 	answer answerReader
 }
 
-func (ex *exchange) release() { ex.out, ex.url = http.Request{}, url.URL{}; ex.answer.release() }
+func (ex *exchange) release() {
+	ex.out, ex.url, ex.lines, ex.t = http.Request{}, url.URL{}, "", nil
+	ex.answer.release()
+}
+
+// writeHead writes the head of the console's request (writeConsoleHead).
+func (ex *exchange) writeHead(w *bufio.Writer) error {
+	return writeConsoleHead(w, ex.out.Method, ex.url.RequestURI(), ex.lines, ex.t)
+}
 
 // fastServedHook, if not nil, is told of every request the fast loop serves (tests only).
 var fastServedHook func()
-
-// noUserAgent is the User-Agent sent when the caller sent none: none, as ReverseProxy does.
-var noUserAgent = []string{""}
 
 // max1xx bounds the informational answers passed on before the final one (net/http's Transport's).
 const max1xx = 5
@@ -48,10 +55,12 @@ const max1xx = 5
 var callerWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, fastReadBuffer) }}
 
 // exchange forwards r, judged and verified, to t over a kept connection, writes the console's
-// answer to caller, and reports whether caller's connection may carry another request. Every
-// failure is answered as the ReverseProxy hop answers it (answerFailed); nothing is retried but a
-// kept connection that the console had closed before it read the request.
-func (h *Hop) exchange(ex *exchange, caller net.Conn, r *http.Request, t *Target) bool {
+// answer to caller, and reports whether caller's connection may carry another request. lines are
+// r's header lines as fastHead admitted them (r.Header was read from them and is not changed):
+// the console's request is written from them. Every failure is answered as the ReverseProxy hop
+// answers it (answerFailed); nothing is retried but a kept connection that the console had closed
+// before it read the request.
+func (h *Hop) exchange(ex *exchange, caller net.Conn, r *http.Request, lines string, t *Target) bool {
 	if fastServedHook != nil {
 		fastServedHook()
 	}
@@ -60,15 +69,9 @@ func (h *Hop) exchange(ex *exchange, caller net.Conn, r *http.Request, t *Target
 			WriteRefusal(w, r, h.log, Refuse(http.StatusInternalServerError, "internal", "the hop was not given what it asserts"))
 		})
 	}
-	hdr := r.Header
-	delete(hdr, "Connection") // fastHead let only "keep-alive" or "close" through: r.Close has it
-	assertOnto(hdr, t)
-	if _, ok := hdr["User-Agent"]; !ok {
-		hdr["User-Agent"] = noUserAgent
-	}
 	ex.url = url.URL{Path: t.Path, RawQuery: r.URL.RawQuery}
-	ex.out = http.Request{Method: r.Method, URL: &ex.url, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: hdr, Host: t.Addr}
+	ex.out = http.Request{Method: r.Method, URL: &ex.url, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Host: t.Addr}
+	ex.lines, ex.t = lines, t
 
 	var uc *upConn
 	var res *http.Response
@@ -78,7 +81,7 @@ func (h *Hop) exchange(ex *exchange, caller net.Conn, r *http.Request, t *Target
 		uc, reused, err = h.pool.take(r.Context(), t.Addr)
 		if err == nil {
 			uc.caller = caller
-			res, err = uc.roundTrip(&ex.out, &ex.answer)
+			res, err = uc.roundTrip(ex)
 		}
 		if err == nil {
 			break
@@ -136,7 +139,12 @@ func (h *Hop) exchange(ex *exchange, caller net.Conn, r *http.Request, t *Target
 		return h.writeFast(caller, r, func(w http.ResponseWriter) { h.answerFailed(w, r, &forward{t: *t}, err) })
 	}
 
-	chunked := writeAnswerHead(cw, res, r, true)
+	chunked := false
+	if res == &ex.answer.res { // read by answerReader: passed on from its own lines
+		writeCallerHead(cw, res.StatusCode, ex.answer.lines, r)
+	} else {
+		chunked = writeAnswerHead(cw, res, r, true)
+	}
 	if chunked && r.Method != http.MethodHead {
 		// A stream (server-sent events) may be silent for long: end it when the caller goes,
 		// from the start.
@@ -198,19 +206,11 @@ func writeAnswerHead(w *bufio.Writer, res *http.Response, r *http.Request, final
 			h["Connection"] = []string{"close"}
 		}
 	}
-	w.WriteString("HTTP/1.1 ")
-	w.Write(strconv.AppendInt(w.AvailableBuffer(), int64(res.StatusCode), 10))
-	w.WriteByte(' ')
-	if text := http.StatusText(res.StatusCode); text != "" {
-		w.WriteString(text)
-	} else {
-		w.WriteString("status code " + strconv.Itoa(res.StatusCode))
-	}
-	w.WriteString("\r\n")
+	writeStatusLine(w, res.StatusCode)
 	if chunked {
 		w.WriteString("Transfer-Encoding: chunked\r\n")
 	}
-	writeHeaderLines(w, h, nil)
+	writeHeaderLines(w, h)
 	w.WriteString("\r\n")
 	return chunked
 }
@@ -225,9 +225,9 @@ func isLength(v string, n int64) bool {
 // them (a name that is not a token is left out; CR and LF in a value become spaces; a value is
 // trimmed) but in map order: nothing reads meaning into the order of different names, and
 // sorting them costs every answer.
-func writeHeaderLines(w *bufio.Writer, h http.Header, skip map[string]bool) {
+func writeHeaderLines(w *bufio.Writer, h http.Header) {
 	for name, values := range h {
-		if skip[name] || !httpguts.ValidHeaderFieldName(name) {
+		if !httpguts.ValidHeaderFieldName(name) {
 			continue
 		}
 		for _, v := range values {
@@ -257,34 +257,6 @@ func writeFieldValue(w *bufio.Writer, v string) {
 		w.WriteByte(' ')
 		v = v[i+1:]
 	}
-}
-
-// requestSkip are the names writeRequestHead writes itself or never (net/http's Request.Write
-// leaves out the same).
-var requestSkip = map[string]bool{"Host": true, "User-Agent": true, "Content-Length": true,
-	"Transfer-Encoding": true, "Trailer": true}
-
-// writeRequestHead writes the head of out — a bodiless GET or HEAD whose URL, Host and headers the
-// hop made — as net/http's Request.Write writes it, bar the order of the header lines.
-func writeRequestHead(w *bufio.Writer, out *http.Request) error {
-	uri := out.URL.RequestURI()
-	if !httpguts.ValidHostHeader(out.Host) || strings.ContainsFunc(uri, isCTL) {
-		return errors.New("proxy: the hop made a request it cannot write")
-	}
-	w.WriteString(out.Method)
-	w.WriteByte(' ')
-	w.WriteString(uri)
-	w.WriteString(" HTTP/1.1\r\nHost: ")
-	w.WriteString(out.Host)
-	w.WriteString("\r\n")
-	if ua := out.Header["User-Agent"]; len(ua) > 0 && ua[0] != "" {
-		w.WriteString("User-Agent: ")
-		writeFieldValue(w, ua[0])
-		w.WriteString("\r\n")
-	}
-	writeHeaderLines(w, out.Header, requestSkip)
-	_, err := w.WriteString("\r\n")
-	return err
 }
 
 func isCTL(r rune) bool { return r < ' ' || r == 0x7f }

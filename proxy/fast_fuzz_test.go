@@ -110,6 +110,7 @@ func FuzzFastHead(f *testing.F) {
 		r := checkReadRequest(t, head)
 		srv.checkAgrees(t, head, r)
 		checkReadsAsReadRequest(t, head, r)
+		checkConsoleHead(t, head, r)
 	})
 }
 

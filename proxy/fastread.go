@@ -27,6 +27,7 @@ import (
 type requestReader struct {
 	base   http.Request // empty but for the connection's context (setContext), copied into req
 	req    http.Request
+	lines  string // the header lines of req, as fastHead admitted them: writeConsoleHead's
 	fields *fieldStore
 }
 
@@ -48,6 +49,7 @@ func (rr *requestReader) read(head, remote string) (*http.Request, error) {
 		rr.fields = fieldStores.Get().(*fieldStore)
 	}
 	h := rr.fields.read(rest)
+	rr.lines = rest
 	host := h["Host"][0] // fastHead: exactly one
 	delete(h, "Host")    // as ReadRequest
 	fixPragmaCacheControl(h)
@@ -170,28 +172,21 @@ func isDigit(b byte) bool { return '0' <= b && b <= '9' }
 
 // An answerReader reads the answers of one fast connection's exchanges.
 type answerReader struct {
-	res    http.Response
-	fields *fieldStore
-	body   lengthBody
+	res   http.Response
+	lines string // the header lines of res, as fastAnswer admitted them: writeCallerHead's
+	body  lengthBody
 }
 
 // read returns the answer to out whose head fastAnswer admitted, read from br already; its body is
-// read from br. It is valid until the next read.
+// read from br. Its Header is nil: its lines stay as they came (ar.lines), for writeCallerHead.
+// It is valid until the next read.
 func (ar *answerReader) read(head string, br *bufio.Reader, out *http.Request) *http.Response {
 	line, rest, _ := strings.Cut(head, "\r\n")
-	if ar.fields == nil {
-		ar.fields = fieldStores.Get().(*fieldStore)
-	}
-	h := ar.fields.read(rest)
-	fixPragmaCacheControl(h)
-	closing := httpguts.HeaderValuesContainsToken(h["Connection"], "close")
-	if closing {
-		delete(h, "Connection") // as ReadResponse
-	}
+	n, closing := answerFraming(rest)
 	code, _ := strconv.Atoi(line[len("HTTP/1.1 "):len("HTTP/1.1 200")])
-	n, _ := strconv.ParseInt(h["Content-Length"][0], 10, 64)
+	ar.lines = rest
 	ar.res = http.Response{Status: line[len("HTTP/1.1 "):], StatusCode: code, Proto: "HTTP/1.1",
-		ProtoMajor: 1, ProtoMinor: 1, Header: h, ContentLength: n, Close: closing, Request: out}
+		ProtoMajor: 1, ProtoMinor: 1, ContentLength: n, Close: closing, Request: out}
 	if n == 0 || out.Method == http.MethodHead {
 		ar.res.Body = http.NoBody
 	} else {
@@ -201,10 +196,26 @@ func (ar *answerReader) read(head string, br *bufio.Reader, out *http.Request) *
 	return &ar.res
 }
 
-func (ar *answerReader) release() {
-	ar.fields.release()
-	*ar = answerReader{}
+// answerFraming returns what the admitted header lines of an answer say of its framing: its one
+// Content-Length, and whether its Connection says "close".
+func answerFraming(lines string) (length int64, closing bool) {
+	for {
+		line, rest, _ := strings.Cut(lines, "\r\n")
+		if line == "" {
+			return length, closing
+		}
+		lines = rest
+		name, value := splitField(line)
+		switch {
+		case contract.EqualFoldASCII(name, "Content-Length"):
+			length, _ = strconv.ParseInt(value, 10, 64) // fastAnswer: 1 to 18 digits
+		case contract.EqualFoldASCII(name, "Connection"):
+			closing = contract.EqualFoldASCII(value, "close")
+		}
+	}
 }
+
+func (ar *answerReader) release() { *ar = answerReader{} }
 
 // A lengthBody is an answer's body of a known length, read as net/http reads one: the last bytes
 // come with io.EOF, and a body cut short is io.ErrUnexpectedEOF.

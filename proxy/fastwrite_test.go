@@ -17,7 +17,7 @@ func TestWriteHeaderLinesAsHeaderWrite(t *testing.T) {
 		var want, got bytes.Buffer
 		h.Write(&want)
 		w := bufio.NewWriter(&got)
-		writeHeaderLines(w, h, nil)
+		writeHeaderLines(w, h)
 		w.Flush()
 		if got.String() != want.String() {
 			t.Errorf("value %q: wrote %q, Header.Write %q", v, got.String(), want.String())

@@ -111,18 +111,23 @@ func DropFleetCookies(h http.Header) {
 	}
 	kept := lines[:0:0]
 	for _, l := range lines {
-		name, _, _ := strings.Cut(l, "=")
-		name = strings.TrimSpace(name)
-		if len(name) >= len(FleetCookiePrefix) && strings.EqualFold(name[:len(FleetCookiePrefix)], FleetCookiePrefix) {
-			continue
+		if !isFleetCookie(l) {
+			kept = append(kept, l)
 		}
-		kept = append(kept, l)
 	}
 	if len(kept) == 0 {
 		delete(h, "Set-Cookie")
 		return
 	}
 	h["Set-Cookie"] = kept
+}
+
+// isFleetCookie reports whether a Set-Cookie value sets a cookie whose name starts with
+// FleetCookiePrefix, in any case.
+func isFleetCookie(setCookie string) bool {
+	name, _, _ := strings.Cut(setCookie, "=")
+	name = strings.TrimSpace(name)
+	return len(name) >= len(FleetCookiePrefix) && strings.EqualFold(name[:len(FleetCookiePrefix)], FleetCookiePrefix)
 }
 
 // originWide are the answer headers by which one console would act on the whole origin it shares

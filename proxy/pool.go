@@ -118,13 +118,13 @@ func (uc *upConn) readAnswer(out *http.Request, ar *answerReader) (*http.Respons
 	return http.ReadResponse(uc.br, out)
 }
 
-// roundTrip writes out and reads the head of the console's first answer to it (readAnswer). A
+// roundTrip writes ex's request (writeHead) and reads the head of the console's first answer to it (readAnswer). A
 // kept connection that the console closed or wrote to unasked since its last answer is
 // errStale, with nothing written to it. An answer that has not begun within answerGrace is
 // waited for while the caller is watched (watch).
-func (uc *upConn) roundTrip(out *http.Request, ar *answerReader) (*http.Response, error) {
+func (uc *upConn) roundTrip(ex *exchange) (*http.Response, error) {
 	uc.read = 0
-	if err := writeRequestHead(uc.bw, out); err != nil {
+	if err := ex.writeHead(uc.bw); err != nil {
 		return nil, err
 	}
 	if uc.br.Buffered() > 0 {
@@ -156,7 +156,7 @@ func (uc *upConn) roundTrip(out *http.Request, ar *answerReader) (*http.Response
 			return nil, uc.sendErr
 		}
 	}
-	return uc.readAnswer(out, ar)
+	return uc.readAnswer(&ex.out, &ex.answer)
 }
 
 // errStale is a kept connection found closed by its console, or written to unasked.

@@ -1,0 +1,230 @@
+package proxy
+
+import (
+	"bufio"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"golang.org/x/net/http/httpguts"
+
+	"github.com/phase-console/fleet/contract"
+)
+
+// This file writes the two heads of a fast exchange straight from the header lines that fastHead
+// (the caller's request) and fastAnswer (the console's answer) admitted, instead of from header
+// maps: the same lines, and only those, that the map path wrote (assertOnto and Request.Write for
+// the console; removeHopByHop, ScrubConsoleAnswer and writeAnswerHead for the caller), names
+// made canonical as textproto makes them, in the order they came. Measured, reading a head into a
+// map, changing the map and writing it out again was ~2 µs of a small answer's ~10 µs of user
+// time (bench/RESULTS.md). FuzzConsoleHead and FuzzFastAnswer hold both writers to the map
+// path's heads on the same bytes.
+//
+// Both rely on what the admission made sure of: each line is "name:value" ended by CRLF, the name
+// a token, the value a valid field value (no CR, LF or other control byte but tab), none folded;
+// nothing that frames the message but the answer's one Content-Length; at most one Connection,
+// saying only "keep-alive" or "close".
+
+// writeConsoleHead writes the head that the hop sends the console for a fast request: method and
+// uri (the judged path and the caller's query), Host the console's own address (S6), the caller's
+// first User-Agent if not empty, every other line of lines but Host, Connection and every identity
+// header (S4), Cache-Control: no-cache for a Pragma: no-cache without one (as net/http reads a
+// request), then the hop's X-Forwarded-* and both assertion headers (S6). lines are the request's
+// header lines as fastHead admitted them, up to and including the empty line.
+func writeConsoleHead(w *bufio.Writer, method, uri, lines string, t *Target) error {
+	if !httpguts.ValidHostHeader(t.Addr) || strings.ContainsFunc(uri, isCTL) {
+		return errors.New("proxy: the hop made a request it cannot write")
+	}
+	w.WriteString(method)
+	w.WriteByte(' ')
+	w.WriteString(uri)
+	w.WriteString(" HTTP/1.1\r\nHost: ")
+	w.WriteString(t.Addr)
+	w.WriteString("\r\n")
+	var p pragmaFix
+	agent := false
+	for {
+		line, rest, _ := strings.Cut(lines, "\r\n")
+		if line == "" {
+			break
+		}
+		lines = rest
+		name, value := splitField(line)
+		switch {
+		case contract.EqualFoldASCII(name, "User-Agent"):
+			if !agent && value != "" {
+				w.WriteString("User-Agent: ")
+				w.WriteString(value)
+				w.WriteString("\r\n")
+			}
+			agent = true
+			continue
+		case contract.EqualFoldASCII(name, "Host"), contract.EqualFoldASCII(name, "Connection"),
+			framingHeader(name), IsIdentityName(name):
+			continue
+		}
+		p.see(name, value)
+		writeField(w, name, value)
+	}
+	p.write(w)
+	writeAssertion(w, "X-Forwarded-For", t.ClientIP)
+	writeAssertion(w, "X-Forwarded-Host", t.Host)
+	writeAssertion(w, "X-Forwarded-Proto", t.Proto)
+	w.WriteString("X-Forwarded-Prefix: /c/") // the judged id: a segment without spaces or controls
+	writeFieldValue(w, t.ConsoleID)
+	w.WriteString("\r\n")
+	writeAssertion(w, contract.HeaderFleet, t.Token)
+	writeAssertion(w, contract.HeaderFleetLogin, t.Login)
+	_, err := w.WriteString("\r\n")
+	return err
+}
+
+// writeAssertion writes one of the hop's own lines: its value made safe as net/http's Header.Write
+// makes it (writeFieldValue), whatever it holds.
+func writeAssertion(w *bufio.Writer, name, value string) {
+	w.WriteString(name)
+	w.WriteString(": ")
+	writeFieldValue(w, value)
+	w.WriteString("\r\n")
+}
+
+// writeCallerHead writes the head of a fast answer (code, and lines as fastAnswer admitted them)
+// to the caller of r: every line but the hop-by-hop ones (RFC 9110 7.6.1, as ReverseProxy removes
+// them) and what ScrubConsoleAnswer removes (fleet's own cookies, the originWide headers), the
+// console's own Content-Length, a Date when the console sent none, Cache-Control: no-cache for a
+// Pragma: no-cache without one (as net/http reads an answer), and "Connection: close" when r asked
+// for it.
+func writeCallerHead(w *bufio.Writer, code int, lines string, r *http.Request) {
+	writeStatusLine(w, code)
+	var p pragmaFix
+	date := false
+	for {
+		line, rest, _ := strings.Cut(lines, "\r\n")
+		if line == "" {
+			break
+		}
+		lines = rest
+		name, value := splitField(line)
+		switch {
+		case isHopByHop(name), isOriginWide(name):
+			continue
+		case contract.EqualFoldASCII(name, "Set-Cookie"):
+			if isFleetCookie(value) {
+				continue
+			}
+		case contract.EqualFoldASCII(name, "Date"):
+			date = true
+		}
+		p.see(name, value)
+		writeField(w, name, value)
+	}
+	if !date {
+		w.WriteString("Date: ")
+		w.WriteString(httpDate()[0])
+		w.WriteString("\r\n")
+	}
+	p.write(w)
+	if r.Close {
+		w.WriteString("Connection: close\r\n")
+	}
+	w.WriteString("\r\n")
+}
+
+// writeStatusLine writes "HTTP/1.1 <code> <text>", as net/http's server writes a status line.
+func writeStatusLine(w *bufio.Writer, code int) {
+	w.WriteString("HTTP/1.1 ")
+	w.Write(strconv.AppendInt(w.AvailableBuffer(), int64(code), 10))
+	w.WriteByte(' ')
+	if text := http.StatusText(code); text != "" {
+		w.WriteString(text)
+	} else {
+		w.WriteString("status code " + strconv.Itoa(code))
+	}
+	w.WriteString("\r\n")
+}
+
+// splitField splits an admitted header line into its name and its value trimmed of spaces and
+// tabs (all the trimming an admitted value can need).
+func splitField(line string) (name, value string) {
+	name, value, _ = strings.Cut(line, ":")
+	return name, strings.Trim(value, " \t")
+}
+
+// writeField writes an admitted line: its name canonical, as textproto makes a valid one (the
+// first letter and each after a hyphen upper case, the others lower), and its trimmed value.
+func writeField(w *bufio.Writer, name, value string) {
+	if isCanonical(name) {
+		w.WriteString(name)
+	} else {
+		upper := true
+		for i := 0; i < len(name); i++ {
+			c := name[i]
+			if upper && 'a' <= c && c <= 'z' {
+				c -= 'a' - 'A'
+			} else if !upper && 'A' <= c && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			w.WriteByte(c)
+			upper = c == '-'
+		}
+	}
+	w.WriteString(": ")
+	w.WriteString(value)
+	w.WriteString("\r\n")
+}
+
+// isCanonical reports whether a token name is in textproto's canonical form already (as nearly
+// every name is).
+func isCanonical(name string) bool {
+	upper := true
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if upper && 'a' <= c && c <= 'z' || !upper && 'A' <= c && c <= 'Z' {
+			return false
+		}
+		upper = c == '-'
+	}
+	return true
+}
+
+// A pragmaFix is net/http's reading of "Pragma: no-cache" (fixPragmaCacheControl) over a head's
+// lines: the first Pragma saying exactly "no-cache", and no Cache-Control, means one is added.
+type pragmaFix struct {
+	pragma, noCache, cacheControl bool
+}
+
+func (p *pragmaFix) see(name, value string) {
+	switch {
+	case contract.EqualFoldASCII(name, "Cache-Control"):
+		p.cacheControl = true
+	case !p.pragma && contract.EqualFoldASCII(name, "Pragma"):
+		p.pragma, p.noCache = true, value == "no-cache"
+	}
+}
+
+func (p *pragmaFix) write(w *bufio.Writer) {
+	if p.noCache && !p.cacheControl {
+		w.WriteString("Cache-Control: no-cache\r\n")
+	}
+}
+
+// isHopByHop reports whether name is one of hopByHop, in any case.
+func isHopByHop(name string) bool {
+	for _, h := range hopByHop {
+		if contract.EqualFoldASCII(name, h) {
+			return true
+		}
+	}
+	return false
+}
+
+// isOriginWide reports whether name is one of originWide, in any case.
+func isOriginWide(name string) bool {
+	for _, o := range originWide {
+		if contract.EqualFoldASCII(name, o) {
+			return true
+		}
+	}
+	return false
+}
