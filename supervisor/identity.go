@@ -72,7 +72,7 @@ type verifier struct {
 	statusFlight singleflight.Group[string, *ipnstate.Status]
 
 	mu     sync.Mutex
-	whois  map[string]whoIsEntry
+	whois  map[netip.Addr]whoIsEntry
 	status *ipnstate.Status
 	statAt time.Time
 }
@@ -225,7 +225,7 @@ func (v *verifier) verify(r *http.Request) (caller, *proxy.Refusal) {
 	if slices.Contains(st.TailscaleIPs, ip) || (st.Self != nil && slices.Contains(st.Self.TailscaleIPs, ip)) {
 		return caller{}, refuseSelf()
 	}
-	who, ref := v.whoIs(ctx, ip.String())
+	who, ref := v.whoIs(ctx, ip)
 	if ref != nil {
 		return caller{}, ref
 	}
@@ -302,12 +302,13 @@ func (v *verifier) apiDown(err error) *proxy.Refusal {
 	return unverified(fmt.Sprintf("cannot reach tailscaled's LocalAPI (%v); %s", err, v.apiHint))
 }
 
-func (v *verifier) whoIs(ctx context.Context, addr string) (*apitype.WhoIsResponse, *proxy.Refusal) {
-	e, ok := v.cachedWhoIs(addr)
+func (v *verifier) whoIs(ctx context.Context, ip netip.Addr) (*apitype.WhoIsResponse, *proxy.Refusal) {
+	e, ok := v.cachedWhoIs(ip)
 	if !ok {
+		addr := ip.String() // as tailscaled is asked; the cache is keyed by ip (no text per request)
 		res := <-v.whoisFlight.DoChanContext(ctx, addr, func(ctx context.Context) (whoIsEntry, error) {
 			// A call that finished just before this one began has filled the cache.
-			if e, ok := v.cachedWhoIs(addr); ok {
+			if e, ok := v.cachedWhoIs(ip); ok {
 				return e, nil
 			}
 			now := v.now()
@@ -320,9 +321,9 @@ func (v *verifier) whoIs(ctx context.Context, addr string) (*apitype.WhoIsRespon
 			e := whoIsEntry{resp: resp, err: err, expires: now.Add(whoIsTTL)}
 			v.mu.Lock()
 			if len(v.whois) >= maxWhoIsCache {
-				v.whois = make(map[string]whoIsEntry)
+				v.whois = make(map[netip.Addr]whoIsEntry)
 			}
-			v.whois[addr] = e
+			v.whois[ip] = e
 			v.mu.Unlock()
 			return e, nil
 		})
@@ -338,11 +339,11 @@ func (v *verifier) whoIs(ctx context.Context, addr string) (*apitype.WhoIsRespon
 }
 
 // cachedWhoIs returns the cached WhoIs answer for addr while it is fresh.
-func (v *verifier) cachedWhoIs(addr string) (whoIsEntry, bool) {
+func (v *verifier) cachedWhoIs(ip netip.Addr) (whoIsEntry, bool) {
 	now := v.now()
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	e, ok := v.whois[addr]
+	e, ok := v.whois[ip]
 	return e, ok && !now.After(e.expires)
 }
 

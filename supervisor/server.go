@@ -125,7 +125,7 @@ func New(cfg Config) (*Server, error) {
 		tailscaledUID: s.tailscaledUID,
 		now:           cfg.Now,
 		apiHint:       fmt.Sprintf("is tailscaled running? Check with 'tailscale status' (socket %s, --tailscale-socket)", cfg.TailscaleSocket),
-		whois:         map[string]whoIsEntry{},
+		whois:         map[netip.Addr]whoIsEntry{},
 		forwards:      newForwardWatch(cfg.LocalAPI, cfg.Now),
 		lookups:       make(chan struct{}, maxPeerLookups),
 	}

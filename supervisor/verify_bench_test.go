@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"net/netip"
 	"testing"
 )
 
@@ -13,7 +14,8 @@ func BenchmarkWhoIsCacheHit(b *testing.B) {
 	d := startDoor(b)
 	v := d.srv.verifier
 	ctx := context.Background()
-	if _, ref := v.whoIs(ctx, aliceIP); ref != nil {
+	ip := netip.MustParseAddr(aliceIP)
+	if _, ref := v.whoIs(ctx, ip); ref != nil {
 		b.Fatal(ref)
 	}
 	asked := func() int { d.tailnet.mu.Lock(); defer d.tailnet.mu.Unlock(); return len(d.tailnet.whoisLog) }
@@ -21,7 +23,7 @@ func BenchmarkWhoIsCacheHit(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, ref := v.whoIs(ctx, aliceIP); ref != nil {
+		if _, ref := v.whoIs(ctx, ip); ref != nil {
 			b.Fatal(ref)
 		}
 	}
