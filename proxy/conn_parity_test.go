@@ -157,7 +157,7 @@ func TestFastLoopAnswersAsReverseProxy_S6_S9(t *testing.T) {
 		for _, method := range []string{"GET", "HEAD"} {
 			t.Run(method+path, func(t *testing.T) {
 				req := fmt.Sprintf("%s /c/alpha%s?q=1 HTTP/1.1\r\nHost: %s\r\nX-Forwarded-For: %s\r\nX-Forwarded-Proto: https\r\n"+
-					"User-Agent: parity/1\r\nAccept: */*\r\nCookie: a=b\r\nAuthorization: Bearer nope\r\n\r\n", method, path, tsName, aliceIP)
+					"User-Agent: parity/1\r\nAccept: */*\r\nCookie: a=b\r\nAuthorization: Bearer nope\r\nProxy-Authenticate: Basic\r\n\r\n", method, path, tsName, aliceIP)
 				exchange := func(addr string) (parityAnswer, *http.Request, int64) {
 					conn, err := net.Dial("tcp4", addr)
 					if err != nil {

@@ -78,6 +78,7 @@ var fastHeadSeeds = []string{
 	"GET /c/a HTTP/1.1\r\nHost: localhost\r\nConnection: \u212aeep-alive\r\n\r\n", // K, the Kelvin sign
 	"GET /c/a HTTP/1.1\r\nHost: localhost\r\nConnection: close, X-Phase-Console-Fleet\r\n\r\n",
 	"GET /c/a HTTP/1.1\r\nHost: localhost\r\nConnection: keep-alive\r\nKeep-Alive: timeout=5\r\nProxy-Connection: keep-alive\r\n\r\n",
+	"GET /c/a HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nClose: x\r\nProxy-Authenticate: Basic\r\n\r\n", // hop-by-hop, as ReverseProxy reads it
 	"GET /c/a HTTP/1.1\r\nHost: localhost\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\n\r\n",
 	// Names and values.
 	"GET /c/a HTTP/1.1\r\nHost: localhost\r\nX-A: a\x00b\r\n\r\n",

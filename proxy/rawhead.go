@@ -28,11 +28,13 @@ import (
 
 // writeConsoleHead writes the head that the hop sends the console for a fast request: method and
 // uri (the judged path and the caller's query), Host the console's own address (S6), the caller's
-// first User-Agent if not empty, every other line of lines but Host, Connection and every identity
-// header (S4), Cache-Control: no-cache for a Pragma: no-cache without one (as net/http reads a
-// request), then the hop's X-Forwarded-* and both assertion headers (S6). lines are the request's
-// header lines as fastHead admitted them, up to and including the empty line.
-func writeConsoleHead(w *bufio.Writer, method, uri, lines string, t *Target) error {
+// first User-Agent if not empty, every other line of lines but Host, the hop-by-hop ones (and
+// Close, when the caller's Connection names it: closes), and every identity header (S4),
+// Cache-Control: no-cache for a Pragma: no-cache without one (as net/http reads a request), then
+// the hop's X-Forwarded-* and both assertion headers (S6) — what ReverseProxy sends for the same
+// request. lines are the request's header lines as fastHead admitted them, up to and including
+// the empty line.
+func writeConsoleHead(w *bufio.Writer, method, uri, lines string, closes bool, t *Target) error {
 	if !httpguts.ValidHostHeader(t.Addr) || strings.ContainsFunc(uri, isCTL) {
 		return errors.New("proxy: the hop made a request it cannot write")
 	}
@@ -60,8 +62,8 @@ func writeConsoleHead(w *bufio.Writer, method, uri, lines string, t *Target) err
 			}
 			agent = true
 			continue
-		case contract.EqualFoldASCII(name, "Host"), contract.EqualFoldASCII(name, "Connection"),
-			framingHeader(name), IsIdentityName(name):
+		case contract.EqualFoldASCII(name, "Host"), isHopByHop(name), framingHeader(name), IsIdentityName(name),
+			closes && contract.EqualFoldASCII(name, "Close"):
 			continue
 		}
 		p.see(name, value)

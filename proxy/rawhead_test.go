@@ -2,9 +2,10 @@ package proxy
 
 // The fast exchange writes both of its heads straight from the lines fastHead and fastAnswer
 // admitted (rawhead.go). That is safe only if it writes what the map path writes for the same
-// bytes: for the console, what net/http's Request.Write makes of ReadRequest's request once the
-// hop's steps (assertOnto) ran on its header — every identity header gone (S4), the assertion set
-// (S6), nothing of the caller's Connection; for the caller, what writeAnswerHead makes of
+// bytes: for the console, what net/http's Request.Write makes of ReadRequest's request once
+// ReverseProxy's steps ran on its header — no hop-by-hop header, none that the caller's
+// Connection names, every identity header gone (S4), the assertion set (S6: assertOnto); for the
+// caller, what writeAnswerHead makes of
 // ReadResponse's answer — no hop-by-hop header, none of fleet's cookies (R9), no origin-wide
 // header. FuzzFastHead and FuzzFastAnswer check both on every head they admit, through these.
 
@@ -38,15 +39,15 @@ func checkConsoleHead(t *testing.T, head []byte, want *http.Request) {
 		u := url.URL{Path: target.Path, RawQuery: want.URL.RawQuery}
 		var got bytes.Buffer
 		w := bufio.NewWriter(&got)
-		if err := writeConsoleHead(w, want.Method, u.RequestURI(), lines, &target); err != nil {
+		if err := writeConsoleHead(w, want.Method, u.RequestURI(), lines, want.Close, &target); err != nil {
 			t.Fatalf("writeConsoleHead(%q): %v", head, err)
 		}
 		w.Flush()
 
-		// The map path, as the fast exchange took it before rawhead.go and as ReverseProxy
-		// takes it: the caller's Connection gone, assertOnto, no User-Agent of net/http's own.
+		// The map path, as ReverseProxy takes it: the hop-by-hop headers and those the
+		// caller's Connection names gone, assertOnto (Rewrite's), no User-Agent of net/http's own.
 		h := want.Header.Clone()
-		delete(h, "Connection")
+		removeHopByHop(h)
 		assertOnto(h, &target)
 		if _, ok := h["User-Agent"]; !ok {
 			h["User-Agent"] = []string{""}
@@ -136,11 +137,12 @@ func readHeadForTest(t *testing.T, b []byte) (string, http.Header) {
 func TestRawHeadsDropWhatTheMapPathDrops_S4_S6(t *testing.T) {
 	lines := "host: evil.example\r\nuser-agent: ua/1\r\nUser-Agent: second\r\nx-forwarded-for: 6.6.6.6\r\n" +
 		"TAILSCALE-USER-LOGIN: mallory@example.com\r\nAuthorization: Basic eA==\r\nForwarded: for=x\r\n" +
-		"x-real-ip: 1.2.3.4\r\nConnection: keep-alive\r\naccept: */*\r\nPragma: no-cache\r\n\r\n"
+		"x-real-ip: 1.2.3.4\r\nConnection: close\r\nClose: x\r\nProxy-Authenticate: Basic\r\naccept: */*\r\n" +
+		"Pragma: no-cache\r\n\r\n"
 	var b bytes.Buffer
 	w := bufio.NewWriter(&b)
 	target := rawHeadTargets[0]
-	if err := writeConsoleHead(w, "GET", "/static/main.js?v=1", lines, &target); err != nil {
+	if err := writeConsoleHead(w, "GET", "/static/main.js?v=1", lines, true, &target); err != nil {
 		t.Fatal(err)
 	}
 	w.Flush()
