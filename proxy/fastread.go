@@ -199,13 +199,7 @@ func (ar *answerReader) read(head string, br *bufio.Reader, out *http.Request) *
 // answerFraming returns what the admitted header lines of an answer say of its framing: its one
 // Content-Length, and whether its Connection says "close".
 func answerFraming(lines string) (length int64, closing bool) {
-	for {
-		line, rest, _ := strings.Cut(lines, "\r\n")
-		if line == "" {
-			return length, closing
-		}
-		lines = rest
-		name, value := splitField(line)
+	for name, value := range fields(lines) {
 		switch {
 		case contract.EqualFoldASCII(name, "Content-Length"):
 			length, _ = strconv.ParseInt(value, 10, 64) // fastAnswer: 1 to 18 digits
@@ -213,6 +207,7 @@ func answerFraming(lines string) (length int64, closing bool) {
 			closing = contract.EqualFoldASCII(value, "close")
 		}
 	}
+	return length, closing
 }
 
 func (ar *answerReader) release() { *ar = answerReader{} }

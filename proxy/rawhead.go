@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"errors"
+	"iter"
 	"net/http"
 	"strconv"
 	"strings"
@@ -46,13 +47,7 @@ func writeConsoleHead(w *bufio.Writer, method, uri, lines string, closes bool, t
 	w.WriteString("\r\n")
 	var p pragmaFix
 	agent := false
-	for {
-		line, rest, _ := strings.Cut(lines, "\r\n")
-		if line == "" {
-			break
-		}
-		lines = rest
-		name, value := splitField(line)
+	for name, value := range fields(lines) {
 		switch {
 		case contract.EqualFoldASCII(name, "User-Agent"):
 			if !agent && value != "" {
@@ -101,13 +96,7 @@ func writeCallerHead(w *bufio.Writer, code int, lines string, r *http.Request) {
 	writeStatusLine(w, code)
 	var p pragmaFix
 	date := false
-	for {
-		line, rest, _ := strings.Cut(lines, "\r\n")
-		if line == "" {
-			break
-		}
-		lines = rest
-		name, value := splitField(line)
+	for name, value := range fields(lines) {
 		switch {
 		case isHopByHop(name), isOriginWide(name):
 			continue
@@ -144,6 +133,20 @@ func writeStatusLine(w *bufio.Writer, code int) {
 		w.WriteString("status code " + strconv.Itoa(code))
 	}
 	w.WriteString("\r\n")
+}
+
+// fields yields the name and trimmed value (splitField) of each of an admitted head's header
+// lines, up to the empty line that ends them.
+func fields(lines string) iter.Seq2[string, string] {
+	return func(yield func(name, value string) bool) {
+		for {
+			line, rest, _ := strings.Cut(lines, "\r\n")
+			if line == "" || !yield(splitField(line)) {
+				return
+			}
+			lines = rest
+		}
+	}
 }
 
 // splitField splits an admitted header line into its name and its value trimmed of spaces and
