@@ -31,20 +31,20 @@ import (
 type exchange struct {
 	out    http.Request // the console's request: its method and URL (its head is written by writeHead)
 	url    url.URL
-	lines  string  // the caller's header lines, as fastHead admitted them
-	closes bool    // the caller's Connection says "close"
-	t      *Target // where out goes and what the hop asserts
+	lines  string // the caller's header lines, as fastHead admitted them
+	closes bool   // the caller's Connection says "close"
+	target Target // where out goes and what the hop asserts (a copy: the caller's need not escape)
 	answer answerReader
 }
 
 func (ex *exchange) release() {
-	ex.out, ex.url, ex.lines, ex.closes, ex.t = http.Request{}, url.URL{}, "", false, nil
+	ex.out, ex.url, ex.lines, ex.closes, ex.target = http.Request{}, url.URL{}, "", false, Target{}
 	ex.answer.release()
 }
 
 // writeHead writes the head of the console's request (writeConsoleHead).
 func (ex *exchange) writeHead(w *bufio.Writer) error {
-	return writeConsoleHead(w, ex.out.Method, ex.url.RequestURI(), ex.lines, ex.closes, ex.t)
+	return writeConsoleHead(w, ex.out.Method, ex.url.RequestURI(), ex.lines, ex.closes, &ex.target)
 }
 
 // fastServedHook, if not nil, is told of every request the fast loop serves (tests only).
@@ -72,7 +72,7 @@ func (h *Hop) exchange(ex *exchange, caller net.Conn, r *http.Request, lines str
 	}
 	ex.url = url.URL{Path: t.Path, RawQuery: r.URL.RawQuery}
 	ex.out = http.Request{Method: r.Method, URL: &ex.url, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Host: t.Addr}
-	ex.lines, ex.closes, ex.t = lines, r.Close, t
+	ex.lines, ex.closes, ex.target = lines, r.Close, *t
 
 	var uc *upConn
 	var res *http.Response
