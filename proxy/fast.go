@@ -48,7 +48,7 @@ func fastHead(head string) bool {
 		return false
 	}
 	hosts := 0
-	return fastFields(rest, func(name, value string) bool {
+	_, ok = fastFields(rest, func(name, value string) bool {
 		switch {
 		case contract.EqualFoldASCII(name, "Host"):
 			hosts++
@@ -57,37 +57,40 @@ func fastHead(head string) bool {
 			return false
 		}
 		return true
-	}) && hosts == 1
+	})
+	return ok && hosts == 1
 }
 
 // fastFields reports whether lines — a head's header lines, up to and including the empty line
 // that ends it, and nothing after it — are each admitted by fieldLine and then by field, with at
-// most one Connection, which says only "keep-alive" or "close" (field is not asked about it).
-// fastHead and fastAnswer add their own conditions through field.
-func fastFields(lines string, field func(name, value string) bool) bool {
+// most one Connection, which says only "keep-alive" or "close" (field is not asked about it);
+// closes is whether it said "close". fastHead and fastAnswer add their own conditions through
+// field.
+func fastFields(lines string, field func(name, value string) bool) (closes, ok bool) {
 	connections := 0
 	for {
 		line, rest, ok := cutLine(lines)
 		if !ok {
-			return false
+			return false, false
 		}
 		if line == "" {
-			return rest == ""
+			return closes, rest == ""
 		}
 		lines = rest
 		name, value, ok := fieldLine(line)
 		if !ok {
-			return false
+			return false, false
 		}
 		if contract.EqualFoldASCII(name, "Connection") {
 			connections++
-			if connections > 1 || !contract.EqualFoldASCII(value, "keep-alive") && !contract.EqualFoldASCII(value, "close") {
-				return false
+			closes = contract.EqualFoldASCII(value, "close")
+			if connections > 1 || !closes && !contract.EqualFoldASCII(value, "keep-alive") {
+				return false, false
 			}
 			continue
 		}
 		if !field(name, value) {
-			return false
+			return false, false
 		}
 	}
 }

@@ -136,36 +136,44 @@ func fixPragmaCacheControl(h http.Header) {
 }
 
 // fastAnswer reports whether head (a whole answer head, headEnd's) is of the plain kind that the
-// fast exchange reads itself; anything else is read by http.ReadResponse as it came. It is the
-// kind nearly every answer to a page load is:
+// fast exchange reads itself, and if so its Content-Length and whether its Connection says
+// "close" (the one walk over its lines that reading it needs); anything else is read by
+// http.ReadResponse as it came. It is the kind nearly every answer to a page load is:
 //
 //   - the status line is "HTTP/1.1 ", three digits from 200 to 599 but 204 and 304, then the end
 //     of the line or a space and a reason (which is never passed on), ended by CRLF;
 //   - header lines as fastHead's: CRLF, no obs-fold, names and values valid by net/http's rules;
 //   - exactly one Content-Length, of 1 to 18 digits; no Transfer-Encoding and no Trailer; at most
 //     one Connection, and only "keep-alive" or "close".
-func fastAnswer(head string) bool {
+func fastAnswer(head string) (length int64, closes, ok bool) {
 	line, rest, ok := cutLine(head)
 	if !ok || len(line) < len("HTTP/1.1 200") || !strings.HasPrefix(line, "HTTP/1.1 ") ||
 		len(line) > len("HTTP/1.1 200") && line[len("HTTP/1.1 200")] != ' ' {
-		return false
+		return 0, false, false
 	}
 	code := line[len("HTTP/1.1 "):len("HTTP/1.1 200")]
 	if code[0] < '2' || code[0] > '5' || !isDigit(code[1]) || !isDigit(code[2]) ||
 		code == "204" || code == "304" {
-		return false
+		return 0, false, false
 	}
 	lengths := 0
-	return fastFields(rest, func(name, value string) bool {
+	closes, ok = fastFields(rest, func(name, value string) bool {
 		switch {
 		case contract.EqualFoldASCII(name, "Content-Length"):
 			lengths++
-			return len(value) > 0 && len(value) <= 18 && !strings.ContainsFunc(value, func(r rune) bool { return r < '0' || r > '9' })
+			if len(value) == 0 || len(value) > 18 || strings.ContainsFunc(value, func(r rune) bool { return r < '0' || r > '9' }) {
+				return false
+			}
+			length, _ = strconv.ParseInt(value, 10, 64) // 1 to 18 digits: it cannot fail
 		case contract.EqualFoldASCII(name, "Transfer-Encoding"), contract.EqualFoldASCII(name, "Trailer"):
 			return false
 		}
 		return true
-	}) && lengths == 1
+	})
+	if !ok || lengths != 1 {
+		return 0, false, false
+	}
+	return length, closes, true
 }
 
 func isDigit(b byte) bool { return '0' <= b && b <= '9' }
@@ -177,37 +185,23 @@ type answerReader struct {
 	body  lengthBody
 }
 
-// read returns the answer to out whose head fastAnswer admitted, read from br already; its body is
-// read from br. Its Header is nil: its lines stay as they came (ar.lines), for writeCallerHead.
-// It is valid until the next read.
-func (ar *answerReader) read(head string, br *bufio.Reader, out *http.Request) *http.Response {
+// read returns the answer to out whose head fastAnswer admitted, with the length and the
+// Connection: close it found there, read from br already; its body is read from br. Its Header is
+// nil: its lines stay as they came (ar.lines), for writeCallerHead. It is valid until the next
+// read.
+func (ar *answerReader) read(head string, length int64, closes bool, br *bufio.Reader, out *http.Request) *http.Response {
 	line, rest, _ := strings.Cut(head, "\r\n")
-	n, closing := answerFraming(rest)
 	code, _ := strconv.Atoi(line[len("HTTP/1.1 "):len("HTTP/1.1 200")])
 	ar.lines = rest
 	ar.res = http.Response{Status: line[len("HTTP/1.1 "):], StatusCode: code, Proto: "HTTP/1.1",
-		ProtoMajor: 1, ProtoMinor: 1, ContentLength: n, Close: closing, Request: out}
-	if n == 0 || out.Method == http.MethodHead {
+		ProtoMajor: 1, ProtoMinor: 1, ContentLength: length, Close: closes, Request: out}
+	if length == 0 || out.Method == http.MethodHead {
 		ar.res.Body = http.NoBody
 	} else {
-		ar.body = lengthBody{br: br, left: n}
+		ar.body = lengthBody{br: br, left: length}
 		ar.res.Body = &ar.body
 	}
 	return &ar.res
-}
-
-// answerFraming returns what the admitted header lines of an answer say of its framing: its one
-// Content-Length, and whether its Connection says "close".
-func answerFraming(lines string) (length int64, closing bool) {
-	for name, value := range fields(lines) {
-		switch {
-		case contract.EqualFoldASCII(name, "Content-Length"):
-			length, _ = strconv.ParseInt(value, 10, 64) // fastAnswer: 1 to 18 digits
-		case contract.EqualFoldASCII(name, "Connection"):
-			closing = contract.EqualFoldASCII(value, "close")
-		}
-	}
-	return length, closing
 }
 
 func (ar *answerReader) release() { *ar = answerReader{} }

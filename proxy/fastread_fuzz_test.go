@@ -69,7 +69,11 @@ func FuzzFastAnswer(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte, toHead bool) {
 		n := headEnd(b)
-		if n == 0 || !fastAnswer(string(b[:n])) {
+		if n == 0 {
+			return
+		}
+		length, closes, ok := fastAnswer(string(b[:n]))
+		if !ok {
 			return
 		}
 		out := &http.Request{Method: http.MethodGet}
@@ -105,7 +109,7 @@ func FuzzFastAnswer(f *testing.F) {
 		br2.Discard(n)
 		var ar answerReader
 		defer ar.release()
-		got := ar.read(string(head), br2, out)
+		got := ar.read(string(head), length, closes, br2, out)
 		switch {
 		case got.StatusCode != want.StatusCode || got.Status != want.Status || got.Proto != want.Proto ||
 			got.ProtoMajor != want.ProtoMajor || got.ProtoMinor != want.ProtoMinor:

@@ -110,9 +110,10 @@ func (uc *upConn) readAnswer(out *http.Request, ar *answerReader) (*http.Respons
 		return nil, err
 	}
 	if head != nil {
-		if s := string(head); fastAnswer(s) {
+		s := string(head)
+		if length, closes, ok := fastAnswer(s); ok {
 			uc.br.Discard(len(s))
-			return ar.read(s, uc.br, out), nil
+			return ar.read(s, length, closes, uc.br, out), nil
 		}
 	}
 	return http.ReadResponse(uc.br, out)
