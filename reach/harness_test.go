@@ -15,7 +15,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/netip"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -23,6 +22,7 @@ import (
 	"time"
 
 	"github.com/phase-console/fleet/internal/echoconsole"
+	"github.com/phase-console/fleet/internal/rawhttp"
 	"github.com/phase-console/fleet/internal/testlog"
 	"github.com/phase-console/fleet/pairing"
 	"github.com/phase-console/fleet/proxy"
@@ -81,16 +81,6 @@ type testDoor struct {
 	logs     *testlog.Buffer
 }
 
-// freeAddr is a 127.0.0.1 address with a port free a moment ago (a profile names a port).
-func freeAddr(t testing.TB) netip.AddrPort {
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return netip.MustParseAddrPort(ln.Addr().String())
-}
-
 func startTestDoor(t testing.TB, setup ...func(*Config)) *testDoor {
 	t.Helper()
 	dir := t.TempDir()
@@ -106,7 +96,7 @@ func startTestDoor(t testing.TB, setup ...func(*Config)) *testDoor {
 	hop := proxy.NewHop(log, proxy.MarkDownFunc(func(string) {}), proxy.DialConsole)
 	t.Cleanup(func() { hop.Close() })
 	cfg := Config{
-		Profile:  Profile{Mode: ModeDirect, Listen: freeAddr(t)},
+		Profile:  Profile{Mode: ModeDirect, Listen: rawhttp.FreeLoopbackAddr(t)},
 		TLSDir:   filepath.Join(reachDir, "tls"),
 		Hop:      hop,
 		Consoles: consoleMap{"alpha": alpha.Addr()},

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/phase-console/fleet/internal/rawhttp"
 	"github.com/phase-console/fleet/internal/state"
 )
 
@@ -49,18 +50,6 @@ func newServer(t *testing.T, home string, logs *eventWriter) (*Server, error) {
 	return New(cfg)
 }
 
-// freePort finds a loopback port that nobody listens on (by listening on :0 and closing).
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	return port
-}
-
 // TestListenLoopbackOnly_S1: Listen binds 127.0.0.1:<port> and nothing wider; PublishAddr writes
 // supervisor.addr (0600); the door serves there, and stops answering after Close.
 func TestListenLoopbackOnly_S1(t *testing.T) {
@@ -69,7 +58,7 @@ func TestListenLoopbackOnly_S1(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := freePort(t)
+	port := int(rawhttp.FreeLoopbackAddr(t).Port())
 	ln, err := Listen(port)
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/phase-console/fleet/internal/rawhttp"
 	"github.com/phase-console/fleet/pairing"
 	"github.com/phase-console/fleet/reach"
 )
@@ -47,16 +48,6 @@ func writeReachProfile(t *testing.T, d *door, listen string) {
 	if err := os.Rename(tmp, path); err != nil {
 		t.Fatal(err)
 	}
-}
-
-func freeLoopbackPort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // reachGet sends one request over TLS to the reach door at addr and returns its status, or 0
@@ -99,7 +90,7 @@ func TestReachReload_R1(t *testing.T) {
 		t.Fatalf("no profile: %+v, want closed, off", st)
 	}
 
-	first := freeLoopbackPort(t)
+	first := rawhttp.FreeLoopbackAddr(t).String()
 	writeReachProfile(t, d, first)
 	d.srv.ReloadReach()
 	st := reachStatus(t, d)
@@ -128,7 +119,7 @@ func TestReachReload_R1(t *testing.T) {
 		t.Errorf("devices: %d, want 1", st.Devices)
 	}
 
-	second := freeLoopbackPort(t)
+	second := rawhttp.FreeLoopbackAddr(t).String()
 	writeReachProfile(t, d, second)
 	d.srv.ReloadReach()
 	if st := reachStatus(t, d); !st.Open || st.Listen != second {
@@ -205,7 +196,7 @@ func TestReachPairingPages_R7(t *testing.T) {
 			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusTeapot) })
 		}
 	})
-	listen := freeLoopbackPort(t)
+	listen := rawhttp.FreeLoopbackAddr(t).String()
 	writeReachProfile(t, d, listen)
 	d.srv.ReloadReach()
 	if got := reachGet(t, listen, "/pair"); got != http.StatusTeapot {

@@ -9,18 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
-)
 
-// freeAddr returns a loopback address nothing listens on (the moment it is asked).
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
+	"github.com/phase-console/fleet/internal/rawhttp"
+)
 
 // TestEvloopPassesAnswersOn: the measuring loop answers as the backend does — kept connections
 // carry request after request (a pipelined pair too), Connection: close ends one, and with -s5a
@@ -30,7 +21,7 @@ func TestEvloopPassesAnswersOn(t *testing.T) {
 		io.WriteString(w, "hello from "+r.URL.Path)
 	}))
 	defer backend.Close()
-	addr := freeAddr(t)
+	addr := rawhttp.FreeLoopbackAddr(t).String()
 	go evloop([]string{"-addr", addr, "-backend", strings.TrimPrefix(backend.URL, "http://"),
 		"-loops", "1", "-s5a", "-work", "1", "-connwork", "1"})
 

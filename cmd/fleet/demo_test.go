@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -14,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/phase-console/fleet/internal/rawhttp"
 )
 
 // TestDemoPairsAndAsserts_R8_R9: `fleet demo` on a fresh machine runs the supervisor, a console and
@@ -21,7 +22,7 @@ import (
 // printed root pairs and is asserted to the console as device:<slug>#<id6>, scope remote. On exit
 // it leaves nothing behind.
 func TestDemoPairsAndAsserts_R8_R9(t *testing.T) {
-	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	listen := rawhttp.FreeLoopbackAddr(t).String()
 	ctx, cancel := context.WithCancel(context.Background())
 	type start struct{ link, code, password string }
 	ready := make(chan start, 1)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/phase-console/fleet/ca"
 	"github.com/phase-console/fleet/contract"
+	"github.com/phase-console/fleet/internal/rawhttp"
 	"github.com/phase-console/fleet/internal/state"
 	"github.com/phase-console/fleet/pairing"
 	"github.com/phase-console/fleet/reach"
@@ -35,7 +36,7 @@ func TestSupervisorKilledUnderLoad_F2(t *testing.T) {
 	if _, err := state.LoadOrCreateToken(state.FleetDir(home)); err != nil {
 		t.Fatal(err)
 	}
-	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	listen := rawhttp.FreeLoopbackAddr(t).String()
 	profile := fmt.Sprintf("reach:\n  mode: direct\n  listen: %s\n", listen)
 	if err := state.WritePrivateFile(filepath.Join(home, reach.ProfileFile), []byte(profile)); err != nil {
 		t.Fatal(err)
@@ -55,7 +56,7 @@ func TestSupervisorKilledUnderLoad_F2(t *testing.T) {
 	}))
 	defer console.Close()
 
-	port := freePort(t)
+	port := rawhttp.FreeLoopbackAddr(t).Port()
 	start := func() *exec.Cmd {
 		cmd := exec.Command(os.Args[0], "serve", "--state-dir", home, "--port", fmt.Sprint(port), "--tailscaled-uid", "0",
 			"--tailscale-socket", filepath.Join(t.TempDir(), "none.sock"), "--log-format", "json")

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/phase-console/fleet/internal/rawhttp"
 	"github.com/phase-console/fleet/internal/state"
 	"tailscale.com/ipn/ipnstate"
 )
@@ -199,7 +200,7 @@ func TestSecondServeOnOneFolderRefused_F(t *testing.T) {
 	first := startServe(t, home, "json")
 	addrFile := filepath.Join(state.FleetDir(home), state.AddrFile)
 
-	st, out, errs := runFleet("serve", "--state-dir", home, "--port", strconv.Itoa(freePort(t)), "--tailscaled-uid", "0")
+	st, out, errs := runFleet("serve", "--state-dir", home, "--port", strconv.Itoa(int(rawhttp.FreeLoopbackAddr(t).Port())), "--tailscaled-uid", "0")
 	if st != 1 {
 		t.Fatalf("second serve: exit %d, stderr %q", st, errs)
 	}
@@ -242,16 +243,6 @@ func TestCleanExitKeepsAnotherAddr_F(t *testing.T) {
 	if b, _ := os.ReadFile(addrFile); string(b) != "127.0.0.1:1\n" {
 		t.Errorf("supervisor.addr = %q, want the other address kept", b)
 	}
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
 
 // TestPortInUse: a port held by another program stops serve before it creates a token: exit 1,
@@ -366,7 +357,7 @@ func TestServeRefusesTooOpenAddrFile_F1(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.Chmod(addrFile, 0o644)
-	st, _, errs := runFleet("serve", "--state-dir", home, "--port", strconv.Itoa(freePort(t)), "--tailscaled-uid", "0")
+	st, _, errs := runFleet("serve", "--state-dir", home, "--port", strconv.Itoa(int(rawhttp.FreeLoopbackAddr(t).Port())), "--tailscaled-uid", "0")
 	if st != 1 || !strings.Contains(errs, addrFile) || !strings.Contains(errs, "chmod 600") {
 		t.Fatalf("exit %d, stderr %q; want 1 naming %s and chmod 600", st, errs, addrFile)
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"testing"
 )
@@ -102,4 +103,16 @@ func FoldedValues(h http.Header, name string) []string {
 		}
 	}
 	return out
+}
+
+// FreeLoopbackAddr returns a 127.0.0.1 address whose port nothing listened on a moment ago (it
+// listens on port 0 and closes), for a test that must name its server's address in advance.
+func FreeLoopbackAddr(t testing.TB) netip.AddrPort {
+	t.Helper()
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).AddrPort()
 }
