@@ -9,8 +9,9 @@ import (
 // A model of fleet's own work: a calibrated busy loop of so many µs of user time, spent by the
 // floor and the event loop on each request (-work) or each connection (-connwork) to ask how
 // fast they would be if they did what fleet does on top of passing bytes on. It stands in for
-// fleet's reading, judging and writing of heads as measured by profiles (bench/RESULTS.md);
-// like any model it touches no memory the real work would, so it flatters a little.
+// fleet's reading, judging and writing of heads. It touches no memory the real work would, so
+// it flatters: bench/RESULTS.md sets W where the floor with it runs level with fleet, and then
+// holds it against fleet's own code on a prototype loop.
 
 var (
 	calibrateOnce sync.Once
