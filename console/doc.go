@@ -66,7 +66,14 @@
 //   - The token file is re-read within 1 s of a change (polling its stamp; a bearer that does not
 //     match looks at the stamp once more, so a supervisor that saw a rotation first is not
 //     refused). The previous token is believed for state.RotationGrace (10 s) after a rotation,
-//     never longer, so `fleet token rotate` fails no request.
+//     never longer, so `fleet token rotate` fails no request. Never longer holds across two
+//     rotations between two polls as well: the grace also ends 10 s after the console last saw
+//     the old token in the file (state.Token).
+//   - The token file is read as state.ReadPrivateFile reads it: opened without following a
+//     symlink, judged (a regular file of this user, no group or world bits) by the fstat of what
+//     was opened, and read from that descriptor; the stamp kept is that file's own. Whoever can
+//     write the folder cannot get a file of theirs read as the token by swapping it in between a
+//     check and the read; at most they make it unusable (fail closed).
 //   - Every token comparison — fleet bearer and run tokens — is constant-time in the token.
 //   - Every refusal is the status, the reason word in the body as JSON {"error":"<reason>"} and in
 //     the X-Fleet-Reason response header, and one JSON log line (log/slog) with the event name

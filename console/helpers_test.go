@@ -16,10 +16,11 @@ import (
 	"github.com/phase-console/fleet/internal/testlog"
 )
 
-// Two valid fleet tokens: base64url of 32 'a' and 32 'b' bytes.
+// Three valid fleet tokens: base64url of 32 'a', 32 'b' and 32 'c' bytes.
 const (
 	tokA = "YWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWE"
 	tokB = "YmJiYmJiYmJiYmJiYmJiYmJiYmJiYmJiYmJiYmJiYmI"
+	tokC = "Y2NjY2NjY2NjY2NjY2NjY2NjY2NjY2NjY2NjY2NjY2M"
 )
 
 // flipLast changes the last byte of s to another base64url character.

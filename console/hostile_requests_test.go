@@ -123,6 +123,67 @@ func TestGraceCountsFromRotation_C1(t *testing.T) {
 	}
 }
 
+// Was a finding (low), fixed (the grace also ends RotationGrace after the follower last confirmed
+// the old token in the file): the previous token's grace was taken from the mtime of the file the
+// follower reads, which is the mtime of the LAST rotation. When two rotations land between two
+// looks at the file (both within one 1 s poll, or while the console was stopped — SIGTSTP, a
+// debugger, a frozen cgroup), the follower never sees the middle token and keeps the first one as
+// "previous", believed for 10 s after the second rotation: a token that stopped being current an
+// hour ago was believed again. C1: "after a rotation the previous token is still believed for at
+// most 10 s ... never longer"; tokA is not even the previous token.
+func TestGraceNeverSpansTwoRotations_C1(t *testing.T) {
+	t.Run("C1 an hour between the rotations", func(t *testing.T) {
+		e := newEnv(t, tokA, Config{})
+		e.v.Close() // no background poll: the test says when the console looks (e.refresh)
+		t0 := e.clock.Now()
+
+		// fleet token rotate (tokA → tokB), then the console does not look at the file for an hour.
+		e.writeToken(tokB)
+		if err := os.Chtimes(e.tokPath, t0, t0); err != nil {
+			t.Fatal(err)
+		}
+		e.clock.Advance(time.Hour)
+		// fleet token rotate again (tokB → tokC).
+		e.writeToken(tokC)
+		if err := os.Chtimes(e.tokPath, e.clock.Now(), e.clock.Now()); err != nil {
+			t.Fatal(err)
+		}
+		e.clock.Advance(500 * time.Millisecond)
+		e.refresh() // the console's next poll
+
+		if _, ref := e.v.Judge(newReq("GET", "/whoami", "", "", assert(tokC, alice))); ref != nil {
+			t.Fatalf("current token refused: %v", ref)
+		}
+		if c, ref := e.v.Judge(newReq("GET", "/whoami", "", "", assert(tokA, alice))); ref == nil {
+			t.Errorf("tokA, replaced %v ago and never the previous token of the last rotation, is believed as %+v", time.Hour, c)
+		}
+	})
+	t.Run("C1 two rotations within one poll", func(t *testing.T) {
+		// Rotations 0.9 s apart, seen at the next poll: the first token is not believed 10.8 s
+		// after it was replaced (the mtime alone would keep it until 10.9 s).
+		e := newEnv(t, tokA, Config{})
+		e.v.Close()
+		r1 := e.clock.Now()
+		e.writeToken(tokB)
+		os.Chtimes(e.tokPath, r1, r1)
+		e.clock.Advance(900 * time.Millisecond)
+		e.writeToken(tokC)
+		os.Chtimes(e.tokPath, e.clock.Now(), e.clock.Now())
+		e.clock.Advance(100 * time.Millisecond)
+		e.refresh()
+		if _, ref := e.v.Judge(newReq("GET", "/whoami", "", "", assert(tokA, alice))); ref != nil {
+			t.Errorf("tokA refused 1 s after it was replaced: %v", ref)
+		}
+		e.clock.Advance(RotationGraceForTest() - time.Second + 800*time.Millisecond) // r1 + 10.8 s
+		if c, ref := e.v.Judge(newReq("GET", "/whoami", "", "", assert(tokA, alice))); ref == nil {
+			t.Errorf("tokA believed 10.8 s after it was replaced: %+v", c)
+		}
+		if _, ref := e.v.Judge(newReq("GET", "/whoami", "", "", assert(tokC, alice))); ref != nil {
+			t.Errorf("current token refused: %v", ref)
+		}
+	})
+}
+
 // RotationGraceForTest is the spec's grace (C1).
 func RotationGraceForTest() time.Duration { return state.RotationGrace }
 

@@ -107,6 +107,7 @@ func TestCheck_BrokenConsoles(t *testing.T) {
 		{"believes the first of two values", breaks{firstValue: true}, []string{"C1"}},
 		{"only canonical header spellings", breaks{noFold: true}, []string{"C1", "C3", "C6"}},
 		{"no Host check without an assertion", breaks{noHostCheck: true}, []string{"C2"}},
+		{"a prefix Host check without an assertion", breaks{prefixHostCheck: true}, []string{"C2"}},
 		{"a local login for X-Forwarded-For 127.0.0.1", breaks{trustXFF: true}, []string{"C4"}},
 		{"presence open to remote", breaks{presenceOpen: true}, []string{"C5"}},
 		{"a proxied request without an assertion is remote", breaks{trustProxy: true}, []string{"C4"}},
@@ -121,6 +122,69 @@ func TestCheck_BrokenConsoles(t *testing.T) {
 				t.Fatalf("failed rules %v, want %v:\n%s", got, tc.rules, dump(res))
 			}
 		})
+	}
+}
+
+// TestCheckCatchesPrefixHostCheck_C2: the checker probed the DNS-rebinding Host check (a foreign
+// Host without an assertion, C2's note) with "evil.example" only; its hostile Host forms —
+// 127.0.0.1.evil.example, localhost.evil.example — were sent only beside an assertion, where they
+// prove C2 proper. A console whose no-assertion Host check is a prefix match (here: the reference
+// console with a sloppy Config.AllowHost; by hand, `host.startsWith("localhost")` in any
+// language) passed every probe, and a page served from localhost.evil.example (DNS → 127.0.0.1)
+// is then scope local in the user's browser: same origin by its own Host, so it starts a run,
+// gets the run token and answers the agent's permission hook. The checker now sends a
+// same-origin POST /presence without an assertion under every Host form that the contract says
+// is not loopback, and such a console fails C2 — and nothing else.
+func TestCheckCatchesPrefixHostCheck_C2(t *testing.T) {
+	home := t.TempDir()
+	fleetDir := state.FleetDir(home)
+	if err := state.EnsureDir(fleetDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := state.WriteFileAtomic(filepath.Join(fleetDir, state.TokenFile), []byte(testToken+"\n")); err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	sloppy := func(h string) bool { return strings.HasPrefix(h, "localhost") || strings.HasPrefix(h, "127.0.0.1") }
+	v, err := console.New(console.Config{StateDir: home, Logger: log, AllowHost: sloppy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	h := refconsole.New(refconsole.Config{ID: "alpha", Verifier: v, Logger: log})
+
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	_, port, _ := strings.Cut(strings.TrimPrefix(srv.URL, "http://"), ":")
+
+	// The rebinding page: same origin by its own Host, from the user's browser (this uid).
+	host := "localhost.evil.example:" + port
+	req, _ := http.NewRequest("POST", srv.URL+"/runs", strings.NewReader("{}"))
+	req.Host = host
+	req.Header.Set("Origin", "http://"+host)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var run struct{ Token string }
+	json.NewDecoder(resp.Body).Decode(&run)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated || run.Token == "" {
+		t.Fatalf("the sloppy console is not rebindable after all: %d", resp.StatusCode)
+	}
+
+	res := Check(context.Background(), srv.URL, testToken)
+	if got := failedRules(res); !slices.Equal(got, []string{"C2"}) {
+		t.Fatalf("failed rules %v, want [C2]: a DNS-rebinding page at %s drives this console as the local user (it got a run token):\n%s", got, host, dump(res))
+	}
+	for _, name := range []string{"127.0.0.1.evil.example", "localhost.evil.example", "localhost."} {
+		failed := false
+		for _, r := range res {
+			failed = failed || (!r.OK && strings.Contains(r.What, "Host "+name+","))
+		}
+		if !failed {
+			t.Errorf("no probe without an assertion failed for Host %s:\n%s", name, dump(res))
+		}
 	}
 }
 
@@ -192,6 +256,7 @@ type breaks struct {
 	skipC2, c1First, skipC3, prefixCompare, firstValue, noFold, noHostCheck, trustXFF  bool
 	presenceOpen, hookTrustsProxy, runsNeverEnd, deviceMayChange, noReasonHeader, echo bool
 	trustProxy                                                                         bool // a proxied request without an assertion is remote
+	prefixHostCheck                                                                    bool // without an assertion, a Host that starts like a loopback name is admitted
 }
 
 func fold(name string) string {
@@ -291,7 +356,12 @@ func (m *mini) judge(r *http.Request) (who, int, string) {
 		}
 		return who{"remote", logins[0]}, 0, ""
 	}
-	if !m.noHostCheck && !contract.IsLoopbackHost(r.Host) {
+	loopbackHost := contract.IsLoopbackHost(r.Host)
+	if m.prefixHostCheck {
+		h := strings.ToLower(r.Host)
+		loopbackHost = strings.HasPrefix(h, "localhost") || strings.HasPrefix(h, "127.") || strings.HasPrefix(h, "[::1]")
+	}
+	if !m.noHostCheck && !loopbackHost {
 		return who{}, 421, "host"
 	}
 	ap, err := netip.ParseAddrPort(r.RemoteAddr)

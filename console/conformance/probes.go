@@ -65,6 +65,14 @@ func (c *checker) run(ctx context.Context) []Result {
 	e401 := want(401, "fleet-bad-token")
 	e421 := want(421, "fleet-not-loopback")
 	e403p := want(403, "fleet-and-proxy")
+	// rebind is what a DNS-rebinding page at name:port sends: a state-changing request, same origin by
+	// its own Host, without an assertion. Every Host that is not a loopback name must be refused
+	// 421 — by an exact match, so names that only start like one are probed too.
+	rebind := func(name string) probe {
+		host := name + ":" + c.port
+		return probe{rule: "C2", what: "no assertion, Host " + name + ", same-origin POST /presence → 421 (DNS rebinding)",
+			method: "POST", path: "/presence", host: host, hs: []hv{{"Origin", "http://" + host}}, body: "{}", want: expect{status: []int{421}}}
+	}
 
 	c.probes(ctx, []probe{
 		whoami("C4", "no assertion: scope local (baseline)", "", nil, expect{status: []int{200}, scope: "local", login: ""}),
@@ -92,6 +100,10 @@ func (c *checker) run(ctx context.Context) []Result {
 		whoami("C2", "Host [::1] believed", "[::1]:{port}", good, remote(alice)),
 		whoami("C2", "Host 127.0.0.1 without a port believed", "127.0.0.1", good, remote(alice)),
 		whoami("C2", "foreign Host without an assertion → 421 (DNS rebinding)", "evil.example", nil, expect{status: []int{421}}),
+		rebind("127.0.0.1.evil.example"),
+		rebind("localhost.evil.example"),
+		rebind("127.0.0.2"),
+		rebind("localhost."),
 
 		whoami("C3", "proxy header beside the right assertion → 403 fleet-and-proxy", "", with(good, proxyHeader), e403p),
 		whoami("C3", "proxy header spelled tailscale_user_login → 403 fleet-and-proxy", "", with(good, []hv{{"tailscale_user_login", alice}}), e403p),

@@ -6,7 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // TestWritePrivateFile_F1: a missing file is created 0600 and a private one replaced; an existing
@@ -109,5 +111,70 @@ func TestCheckDir_F1(t *testing.T) {
 		if err := CheckDir(dir); err == nil || !strings.Contains(err.Error(), "chmod 700 "+dir) {
 			t.Errorf("F1 fleet folder %o: %v; want chmod 700 %s", mode, err, dir)
 		}
+	}
+}
+
+// TestReadPrivateFile_F1: ReadPrivateFile reads a regular private file of ours and refuses
+// everything else with an error that names the path and the fix, judging the file it opened: a
+// symlink at the path is not followed, even to a private file of ours; a FIFO does not block the
+// open; a file owned by someone else (root only) is refused whoever can open it.
+func TestReadPrivateFile_F1(t *testing.T) {
+	dir := privateDir(t)
+	good := filepath.Join(dir, "good")
+	if err := os.WriteFile(good, []byte("ok\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := ReadPrivateFile(good); err != nil || string(b) != "ok\n" {
+		t.Fatalf("a private file: %q, %v", b, err)
+	}
+	if _, err := ReadPrivateFile(filepath.Join(dir, "missing")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a missing file: %v; want fs.ErrNotExist", err)
+	}
+	refused := func(name, path, why, fix string) {
+		t.Helper()
+		done := make(chan error, 1)
+		go func() { _, err := ReadPrivateFile(path); done <- err }()
+		var err error
+		select {
+		case err = <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("F1 %s: ReadPrivateFile blocked", name)
+		}
+		var me *ModeError
+		if !errors.As(err, &me) || me.Path != path || !strings.Contains(err.Error(), why) || !strings.Contains(err.Error(), fix) {
+			t.Errorf("F1 %s: %v; want a ModeError naming %s, %q and %q", name, err, path, why, fix)
+		}
+	}
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(good, link); err != nil {
+		t.Fatal(err)
+	}
+	refused("a symlink to a private file", link, "is not a regular file", "move it out of the way")
+	dangling := filepath.Join(dir, "dangling")
+	if err := os.Symlink(filepath.Join(dir, "nowhere"), dangling); err != nil {
+		t.Fatal(err)
+	}
+	refused("a dangling symlink", dangling, "is not a regular file", "move it out of the way")
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	refused("a FIFO", fifo, "is not a regular file", "move it out of the way")
+	sub := filepath.Join(dir, "sub")
+	if err := os.Mkdir(sub, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	refused("a folder", sub, "is not a regular file", "move it out of the way")
+	open := filepath.Join(dir, "open")
+	os.WriteFile(open, []byte("x"), 0o600)
+	os.Chmod(open, 0o640)
+	refused("a file 0640", open, "is group- or world-accessible", "chmod 600 "+open)
+	if os.Geteuid() == 0 {
+		theirs := filepath.Join(dir, "theirs")
+		os.WriteFile(theirs, []byte("x"), 0o600)
+		if err := os.Chown(theirs, 4242, 4242); err != nil {
+			t.Fatal(err)
+		}
+		refused("a file of uid 4242", theirs, "is owned by uid 4242", "chown 0 "+theirs)
 	}
 }

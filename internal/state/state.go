@@ -12,6 +12,7 @@ package state
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -153,11 +154,18 @@ func CheckAncestors(path string) error {
 }
 
 // CheckFile makes sure an existing path is a regular file of ours with no group or world bits.
+// It judges the path as it is now (Lstat): to read such a file, use ReadPrivateFile, which judges
+// the file it opened instead.
 func CheckFile(path string) error {
 	st, err := os.Lstat(path)
 	if err != nil {
 		return err
 	}
+	return checkPrivateFile(path, st)
+}
+
+// checkPrivateFile is the rule of CheckFile, on st (an Lstat of path, or the fstat of it opened).
+func checkPrivateFile(path string, st fs.FileInfo) error {
 	if !st.Mode().IsRegular() {
 		return &ModeError{Path: path, Mode: st.Mode(), Why: "is not a regular file", Fix: "move it out of the way"}
 	}
@@ -182,12 +190,60 @@ func checkOwnerAndMode(path string, st fs.FileInfo, fix string) error {
 	return nil
 }
 
-// ReadPrivateFile checks path with CheckFile, then reads it.
+// ReadPrivateFile reads path, a regular file of ours with no group or world bits (the rule of
+// CheckFile). The rule is applied to the file actually read, not to the path before it is opened:
+// the file is opened without following a symlink (O_NOFOLLOW) and without blocking on a FIFO
+// (O_NONBLOCK), and judged by the fstat of that descriptor, which it is then read from. So a
+// symlink or another file swapped in at the path between a check and the read is never read. A
+// symlink at the path is the same ModeError "is not a regular file" as CheckFile's; a missing file
+// is an error that matches fs.ErrNotExist.
 func ReadPrivateFile(path string) ([]byte, error) {
-	if err := CheckFile(path); err != nil {
+	data, _, err := readPrivate(path)
+	return data, err
+}
+
+// readPrivate is ReadPrivateFile, and the stat of the file it read, taken before its bytes were
+// read (so a write in place after that changes the file's stamp again).
+func readPrivate(path string) ([]byte, fs.FileInfo, error) {
+	f, err := openPrivate(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := checkPrivateFile(path, st); err != nil {
+		return nil, nil, err
+	}
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return nil, nil, err
+	}
+	return data, st, nil
+}
+
+// openPrivate opens path for reading without following a symlink at path and without blocking
+// (a FIFO opens at once, and is then refused by its fstat). When the open itself fails, path is
+// judged by its Lstat for a clearer error (a symlink, a socket, someone else's file): that answer
+// only names what is wrong, it never lets anything be read.
+func openPrivate(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err == nil {
+		return f, nil
+	}
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
-	return os.ReadFile(path)
+	if cerr := CheckFile(path); cerr != nil && !errors.Is(cerr, fs.ErrNotExist) {
+		return nil, cerr
+	}
+	if errors.Is(err, syscall.ELOOP) {
+		// O_NOFOLLOW met a symlink that is gone again by the Lstat: still not a regular file.
+		return nil, &ModeError{Path: path, Mode: fs.ModeSymlink, Why: "is not a regular file", Fix: "move it out of the way"}
+	}
+	return nil, err
 }
 
 // WritePrivateFile writes data to path like WriteFileAtomic, after checking an existing path with

@@ -48,17 +48,25 @@ func ParseToken(data []byte) (string, error) {
 	return s, nil
 }
 
-// ReadToken reads and validates the token file at path, checking its mode first (F1).
+// ReadToken reads and validates the token file at path, which must be a private file (F1; see
+// ReadPrivateFile).
 func ReadToken(path string) (string, error) {
-	data, err := ReadPrivateFile(path)
+	tok, _, err := readTokenStamped(path)
+	return tok, err
+}
+
+// readTokenStamped is ReadToken, and the stamp of the file it read (from the fstat of the open
+// file, taken before its bytes were read).
+func readTokenStamped(path string) (string, fileStamp, error) {
+	data, st, err := readPrivate(path)
 	if err != nil {
-		return "", err
+		return "", fileStamp{}, err
 	}
 	tok, err := ParseToken(data)
 	if err != nil {
-		return "", fmt.Errorf("%s: %w", path, err)
+		return "", fileStamp{}, fmt.Errorf("%s: %w", path, err)
 	}
-	return tok, nil
+	return tok, stampOf(st, nil), nil
 }
 
 // LoadOrCreateToken returns the token in fleetDir, creating the folder and a fresh token file on
@@ -101,25 +109,46 @@ func RotateToken(fleetDir string) error {
 // closed) until it is good again; a failed read is tried again at the next Refresh, whether or not
 // the file changed, so that a passing error (EIO, EMFILE) heals at the next poll (SPEC C1).
 //
+// The file is read as ReadPrivateFile reads it (no symlink followed, the rule judged on the file
+// actually opened), and the stamp kept to decide whether to read again is that file's own (its
+// fstat, taken before its bytes are read): a file swapped in at the path between the cheap Lstat
+// and the read is never recorded under the stamp of the file that was swapped out, so whatever is
+// at the path afterwards is read again.
+//
 // The grace is a deadline on the monotonic clock, set when this follower sees the rotation: a step
-// of the wall clock (NTP, a suspended laptop, a hand-set date) never stretches it. A follower that
-// sees the rotation late (it polls, so up to an interval after the write) must not believe the old
-// token longer than RotationGrace after the write either, so the file's age at that moment (wall
-// now minus mtime, read once) is taken off the grace. That age is clamped to [0, RotationGrace]: an
-// mtime ahead of the clock (the clock stepped back between the write and the moment it was seen)
-// counts as a rotation that just happened, and a clock that is seen to run backwards past the
-// moment of the rotation (possible only with a clock that has no monotonic reading) ends the grace.
+// of the wall clock (NTP, a suspended laptop, a hand-set date) never stretches it. It ends at the
+// earlier of two limits, so that the old token is never believed longer than RotationGrace after
+// it stopped being current:
+//
+//   - the file's age: a follower that sees the rotation late (it polls, so up to an interval after
+//     the write) takes the file's age at that moment (wall now minus mtime, read once) off the
+//     grace. That age is clamped to [0, RotationGrace]: an mtime ahead of the clock (the clock
+//     stepped back between the write and the moment it was seen) counts as a rotation that just
+//     happened.
+//   - the last confirmation: the mtime is that of the newest write only. When two rotations
+//     (A→B→C) land between two looks at the file, A stopped being current at the first, which
+//     the mtime does not tell; what the follower does know is the last moment it confirmed A
+//     was still in the file (a Refresh that found the stamp unchanged, or read A), on its own
+//     clock (monotonic). A was replaced after that moment, so its grace ends at that moment plus
+//     RotationGrace at the latest. (After a single rotation this ends the grace up to one poll
+//     interval early: still long enough for a peer that polls every second, and never longer.)
+//
+// A clock that is seen to run backwards past the moment of the rotation (possible only with a
+// clock that has no monotonic reading) ends the grace.
 type Token struct {
 	path string
 	now  func() time.Time
-	read func(path string) (string, error) // ReadToken; a seam for tests
+	// read is readTokenStamped: the token and the stamp of the file it was read from; a seam for
+	// tests.
+	read func(path string) (string, fileStamp, error)
 	// afterMiss, if not nil, runs in MatchFresh between the miss and the re-read: a seam for
 	// tests, where another request's Refresh happens.
 	afterMiss func()
 
 	mu        sync.Mutex
-	stamp     fileStamp // of the last good read; zero while in error, so the next Refresh reads again
+	stamp     fileStamp // of the file of the last good read; zero while in error, so the next Refresh reads again
 	current   string
+	confirmed time.Time // when current was last known to be in the file (now() before that look)
 	previous  string
 	prevSeen  time.Time // when the rotation away from previous was seen (with a monotonic reading)
 	prevUntil time.Time // previous is believed before this, on the same clock
@@ -141,7 +170,7 @@ func NewTokenFollower(path string, now func() time.Time) *Token {
 	if now == nil {
 		now = time.Now
 	}
-	t := &Token{path: path, now: now, read: ReadToken}
+	t := &Token{path: path, now: now, read: readTokenStamped}
 	t.Refresh()
 	return t
 }
@@ -153,33 +182,44 @@ func (t *Token) Path() string { return t.path }
 // read failed. It reports whether what the follower believes changed (a new token, a new error, or
 // the end of one) and the current error, if any. A lasting error is reported as changed once.
 func (t *Token) Refresh() (changed bool, err error) {
+	// The moment of this look, taken before it: what it finds was in the file at this moment or
+	// later, so a confirmation dated now is never late.
+	looked := t.now()
 	st, statErr := os.Lstat(t.path)
-	stamp := stampOf(st, statErr)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if stamp.ok && stamp == t.stamp && t.err == nil {
+	if stamp := stampOf(st, statErr); stamp.ok && stamp == t.stamp && t.err == nil {
+		t.confirmed = looked // the file that held current is still there, unchanged
 		return false, nil
 	}
-	tok, err := t.read(t.path)
+	tok, stamp, err := t.read(t.path)
 	if err != nil {
 		changed = t.err == nil || t.err.Error() != err.Error()
 		t.stamp = fileStamp{}
-		t.current, t.previous, t.prevSeen, t.prevUntil, t.err = "", "", time.Time{}, time.Time{}, err
+		t.current, t.confirmed, t.err = "", time.Time{}, err
+		t.previous, t.prevSeen, t.prevUntil = "", time.Time{}, time.Time{}
 		return changed, err
 	}
-	// The stamp taken before the read: a write after the Lstat changes it again, and the next
-	// Refresh reads once more.
+	// The stamp of the file actually read, taken before its bytes were: a write in place after
+	// that changes it again, and a file swapped in or out at the path (after the Lstat above,
+	// or after the read) differs from it, so the next Refresh reads once more.
 	t.stamp = stamp
 	changed = t.err != nil || tok != t.current
 	if tok != t.current {
 		if t.current != "" {
-			seen := t.now()
+			seen := looked
 			age := seen.Sub(stamp.mod) // wall clock, read once; see the type's comment
 			age = max(0, min(age, RotationGrace))
-			t.previous, t.prevSeen, t.prevUntil = t.current, seen, seen.Add(RotationGrace-age)
+			until := seen.Add(RotationGrace - age)
+			// current was replaced after it was last confirmed: see the type's comment.
+			if last := t.confirmed.Add(RotationGrace); !t.confirmed.IsZero() && last.Before(until) {
+				until = last
+			}
+			t.previous, t.prevSeen, t.prevUntil = t.current, seen, until
 		}
 		t.current = tok
 	}
+	t.confirmed = looked
 	t.err = nil
 	return changed, nil
 }
@@ -200,8 +240,11 @@ func (t *Token) Current() (string, error) {
 // Match reports, in constant time with respect to the token contents, whether got is the current
 // token or the previous one within its grace.
 func (t *Token) Match(got string) bool {
-	now := t.now()
 	t.mu.Lock()
+	// The clock is read under the lock: a Refresh that set prevSeen before this Match took the
+	// lock set it no later than now, so a concurrent rotation never looks like a clock that ran
+	// backwards.
+	now := t.now()
 	if t.previous != "" && (!now.Before(t.prevUntil) || now.Before(t.prevSeen)) {
 		// Over, for good: a clock that comes back does not revive it.
 		t.previous, t.prevSeen, t.prevUntil = "", time.Time{}, time.Time{}

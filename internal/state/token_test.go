@@ -18,19 +18,19 @@ type flakyRead struct {
 	calls int
 }
 
-func (f *flakyRead) read(path string) (string, error) {
+func (f *flakyRead) read(path string) (string, fileStamp, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++
 	if f.fails > 0 {
 		f.fails--
-		return "", &fs.PathError{Op: "read", Path: path, Err: syscall.EIO}
+		return "", fileStamp{}, &fs.PathError{Op: "read", Path: path, Err: syscall.EIO}
 	}
-	return ReadToken(path)
+	return readTokenStamped(path)
 }
 
 // followWith is NewTokenFollower with the read seam set before the first read.
-func followWith(path string, now func() time.Time, read func(string) (string, error)) *Token {
+func followWith(path string, now func() time.Time, read func(string) (string, fileStamp, error)) *Token {
 	t := &Token{path: path, now: now, read: read}
 	t.Refresh()
 	return t
@@ -119,12 +119,14 @@ func TestTokenGraceIgnoresClockSteps_C1(t *testing.T) {
 		if err := RotateToken(dir); err != nil {
 			t.Fatal(err)
 		}
-		st, err := os.Stat(path)
-		if err != nil {
+		// The rotation is written at the moment the follower last looked (its last
+		// confirmation of the old token), so that only the file's age limits the grace here.
+		written := clock.Now()
+		if err := os.Chtimes(path, written, written); err != nil {
 			t.Fatal(err)
 		}
 		clock.mu.Lock()
-		clock.t = st.ModTime().Add(seenAfterWrite)
+		clock.t = written.Add(seenAfterWrite)
 		clock.mu.Unlock()
 		if changed, err := tok.Refresh(); !changed || err != nil {
 			t.Fatalf("Refresh = %v, %v", changed, err)
@@ -194,5 +196,112 @@ func TestTokenMatchFreshAfterAnotherRefresh_C1(t *testing.T) {
 	tok.afterMiss = func() { tok.Refresh() } // another request, first to read the rotation
 	if !tok.MatchFresh(fresh) {
 		t.Fatal("the new token was refused: another request had read the rotation first")
+	}
+}
+
+// TestTokenStampIsTheFileRead_C1_F1: a follower looks at the file's stamp (Lstat) to decide
+// whether to read it, and reads it after that. When another file is at the path at the moment of
+// the read, swapped in after the Lstat and out again after the read, the follower records the
+// stamp of the file it read, not the one it looked at: the next poll sees that the file at the
+// path is not the one read, and reads it. Before, the stamp of the look was recorded with the
+// swapped-in file's token, and the follower kept believing that token, refusing the real one,
+// for as long as the real file stayed as it was.
+func TestTokenStampIsTheFileRead_C1_F1(t *testing.T) {
+	dir := privateDir(t)
+	real, err := LoadOrCreateToken(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, TokenFile)
+	other, aside := filepath.Join(dir, ".other"), filepath.Join(dir, ".aside")
+	otherTok, _ := NewToken()
+	if err := os.WriteFile(other, []byte(otherTok+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	clock := &fakeClock{t: time.Unix(1000, 0)}
+	tok := NewTokenFollower(path, clock.Now)
+	before, _ := os.Lstat(path)
+
+	// Next read: the other file is at the path while it is read, and the real file (the same
+	// inode, mtime and size: renames change none of them) is back right after.
+	swap := true
+	mv := func(from, to string) {
+		if err := os.Rename(from, to); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tok.read = func(p string) (string, fileStamp, error) {
+		if !swap {
+			return readTokenStamped(p)
+		}
+		swap = false
+		mv(p, aside)
+		mv(other, p)
+		defer func() { mv(p, other); mv(aside, p) }()
+		return readTokenStamped(p)
+	}
+	tok.stamp = fileStamp{} // the file "changed" at the last look: the next Refresh reads
+	if _, err := tok.Refresh(); err != nil {
+		t.Fatal(err)
+	}
+	if cur, _ := tok.Current(); cur != otherTok {
+		t.Fatal("the swap did not land in the read")
+	}
+	if after, _ := os.Lstat(path); !os.SameFile(before, after) || !after.ModTime().Equal(before.ModTime()) {
+		t.Fatal("the real file is not back as it was")
+	}
+
+	clock.Add(time.Second) // the next poll
+	if changed, err := tok.Refresh(); !changed || err != nil {
+		t.Fatalf("next poll = %v, %v; want the real file read again", changed, err)
+	}
+	if cur, _ := tok.Current(); cur != real || !tok.Match(real) {
+		t.Fatal("the real token is not current after the next poll: the stamp recorded was the real file's")
+	}
+}
+
+// TestTokenGraceEndsAtLastConfirmation_C1: the follower confirms the current token at every poll;
+// when it then finds a newer token, the old one stopped being current after that confirmation,
+// whatever the file's mtime says (it is the mtime of the newest write only), so it is believed
+// for at most RotationGrace after the confirmation. The follower's own clock counts, even when
+// the file's mtime is far ahead of it.
+func TestTokenGraceEndsAtLastConfirmation_C1(t *testing.T) {
+	dir := privateDir(t)
+	old, _ := LoadOrCreateToken(dir)
+	path := filepath.Join(dir, TokenFile)
+	clock := &fakeClock{t: time.Unix(1000, 0)}
+	tok := NewTokenFollower(path, clock.Now)
+	clock.Add(3 * time.Second)
+	if changed, err := tok.Refresh(); changed || err != nil { // a poll that finds nothing new
+		t.Fatalf("poll of an unchanged file = %v, %v", changed, err)
+	}
+	confirmed := clock.Now()
+	if err := RotateToken(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := RotateToken(dir); err != nil {
+		t.Fatal(err)
+	}
+	mtime := confirmed.Add(5 * time.Second) // the last write: the first came before it
+	if err := os.Chtimes(path, mtime, mtime); err != nil {
+		t.Fatal(err)
+	}
+	clock.Add(6 * time.Second) // seen 1 s after the last write
+	if changed, err := tok.Refresh(); !changed || err != nil {
+		t.Fatalf("Refresh = %v, %v", changed, err)
+	}
+	clock.mu.Lock()
+	clock.t = confirmed.Add(RotationGrace - time.Millisecond)
+	clock.mu.Unlock()
+	if !tok.Match(old) {
+		t.Fatal("old token refused within RotationGrace of its last confirmation")
+	}
+	clock.Add(time.Millisecond)
+	if tok.Match(old) {
+		t.Fatal("old token believed RotationGrace after it was last confirmed (the grace followed the newest write)")
+	}
+	cur, _ := tok.Current()
+	if cur == old || !tok.Match(cur) {
+		t.Fatal("the newest token is not current")
 	}
 }
