@@ -21,6 +21,7 @@ import (
 	"github.com/phase-console/fleet/contract"
 	"github.com/phase-console/fleet/internal/state"
 	"github.com/phase-console/fleet/internal/supervisortest"
+	"github.com/phase-console/fleet/internal/testdirs"
 	"github.com/phase-console/fleet/supervisor"
 )
 
@@ -368,7 +369,7 @@ func TestSupervisor(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sock := filepath.Join(t.TempDir(), "run", "serve.sock")
+		sock := filepath.Join(testdirs.Private(t), "run", "serve.sock")
 		ln, err := supervisor.ListenUnix(sock)
 		if err != nil {
 			t.Fatal(err)

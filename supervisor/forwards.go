@@ -7,13 +7,18 @@ package supervisor
 // "tcp-forwardable" while tailscaled could carry a peer's raw bytes to it:
 //
 //   - the TCP door: while prefs say RunSSH, or a raw forward in any Serve config (the node's, a
-//     Service's, a foreground session's) may reach 127.0.0.1:<its port>;
+//     Service's, a foreground session's) may reach 127.0.0.1:<its port>, or tailscaled's command
+//     line turns on one of its outbound proxies (--socks5-server, --outbound-http-proxy-listen:
+//     they dial 127.0.0.1 as tailscaled for whoever reaches them — any local process, and with
+//     userspace networking any tailnet peer allowed to — and no LocalAPI call shows them), or
+//     that command line cannot be read (peercred.SocketServerArgs: the process listening on the
+//     LocalAPI socket, /proc/<pid>/cmdline);
 //   - the unix door: while a raw forward names its socket (TCPForward "unix:PATH"). Tailscale
 //     SSH forwards unix sockets only below the login's home, /tmp and /run/user/<uid>, which the
 //     socket's folder never is (ListenUnix).
 //
-// fleet learns both from the LocalAPI by polling (GetPrefs, GetServeConfig) every
-// forwardPollInterval. It fails closed:
+// fleet learns them by polling the LocalAPI (GetPrefs, GetServeConfig) and tailscaled's command
+// line every forwardPollInterval. It fails closed:
 //
 //   - until it has an answer, after a failed poll, and when its latest answer is older than
 //     forwardMaxAge (5 s), every /c/ request is 401 unverified (a request that finds the answer
@@ -31,6 +36,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/netip"
@@ -41,6 +47,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/phase-console/fleet/internal/state"
 	"github.com/phase-console/fleet/proxy"
 	"tailscale.com/ipn"
 	"tailscale.com/util/singleflight"
@@ -77,13 +84,16 @@ func doorKeyOf(a net.Addr) (doorKey, bool) {
 	return doorKey{}, false
 }
 
-// forwardView is one answer of tailscaled: its prefs' RunSSH and every raw TCP forward in its
-// Serve config, or why it could not be asked.
+// forwardView is one answer of tailscaled: its prefs' RunSSH, every raw TCP forward in its
+// Serve config and whether its command line turns on an outbound proxy, or why it could not be
+// asked.
 type forwardView struct {
 	asked    time.Time // when the calls that gave it were started
 	err      error     // not nil: nothing is known
 	runSSH   bool
 	forwards []string // every TCPForward target
+	proxy    string   // the argument that turns on an outbound proxy ("": none)
+	argsErr  error    // not nil: tailscaled's command line could not be read (the TCP door only)
 }
 
 // doorState is what the answers so far say about one door.
@@ -97,6 +107,7 @@ type doorState struct {
 // its door is (or was, since the connection was accepted) reachable through a raw forward.
 type forwardWatch struct {
 	api      LocalAPI
+	args     func(ctx context.Context) ([]string, error) // tailscaled's command line
 	now      func() time.Time
 	interval time.Duration
 
@@ -109,8 +120,8 @@ type forwardWatch struct {
 	doors map[doorKey]*doorState
 }
 
-func newForwardWatch(api LocalAPI, now func() time.Time) *forwardWatch {
-	return &forwardWatch{api: api, now: now, interval: forwardPollInterval, doors: map[doorKey]*doorState{}}
+func newForwardWatch(api LocalAPI, args func(ctx context.Context) ([]string, error), now func() time.Time) *forwardWatch {
+	return &forwardWatch{api: api, args: args, now: now, interval: forwardPollInterval, doors: map[doorKey]*doorState{}}
 }
 
 // watch starts judging the door listening at addr, and (once) the polling that keeps the answer
@@ -170,7 +181,7 @@ func (w *forwardWatch) poll(ctx context.Context) {
 	})
 }
 
-// ask reads RunSSH and the Serve config.
+// ask reads RunSSH, the Serve config and tailscaled's command line.
 func (w *forwardWatch) ask(ctx context.Context) forwardView {
 	v := forwardView{asked: w.now()}
 	ctx, cancel := context.WithTimeout(ctx, forwardCallTimeout)
@@ -190,6 +201,11 @@ func (w *forwardWatch) ask(ctx context.Context) forwardView {
 	}
 	v.runSSH = prefs.RunSSH
 	v.forwards = rawForwards(sc, nil)
+	if args, err := w.args(ctx); err != nil {
+		v.argsErr = err
+	} else {
+		v.proxy = outboundProxyArg(args)
+	}
 	return v
 }
 
@@ -295,6 +311,14 @@ func (v forwardView) judge(k doorKey) *proxy.Refusal {
 		return proxy.Refuse(http.StatusUnauthorized, "tcp-forwardable",
 			"Tailscale SSH is on: an SSH login can forward a port to this door (ssh -L) and write any request, X-Forwarded-For included. Turn Tailscale SSH off, or "+unixDoorFix)
 	}
+	if v.proxy != "" {
+		return proxy.Refuse(http.StatusUnauthorized, "tcp-forwardable", fmt.Sprintf(
+			"tailscaled runs an outbound proxy (%s): whoever reaches it — any local process, and with userspace networking any tailnet peer allowed to — has tailscaled dial this door and write any request, X-Forwarded-For included. Run tailscaled without it, or %s", v.proxy, unixDoorFix))
+	}
+	if v.argsErr != nil {
+		return proxy.Refuse(http.StatusUnauthorized, "tcp-forwardable", fmt.Sprintf(
+			"fleet cannot read tailscaled's command line (%v), so it cannot rule out tailscaled's outbound proxy (--socks5-server, --outbound-http-proxy-listen), which has tailscaled dial this door for whoever reaches it. %s", v.argsErr, unixDoorFix))
+	}
 	for _, fw := range v.forwards {
 		if tcpTargetReaches(fw, k.port) {
 			return proxy.Refuse(http.StatusUnauthorized, "tcp-forwardable", fmt.Sprintf(
@@ -302,6 +326,42 @@ func (v forwardView) judge(k doorKey) *proxy.Refusal {
 		}
 	}
 	return nil
+}
+
+// outboundProxyFlags are tailscaled's flags that start a proxy which dials any address for
+// whoever connects to it, 127.0.0.1 included, as tailscaled's uid (cmd/tailscaled/proxy.go, and
+// TS_SOCKS5_SERVER / TS_OUTBOUND_HTTP_PROXY_LISTEN in Tailscale's container image).
+var outboundProxyFlags = [...]string{"socks5-server", "outbound-http-proxy-listen"}
+
+// outboundProxyArg returns the argument of tailscaled's command line (args[0] is the program)
+// that turns on an outbound proxy, with its value, or "". It reads flags as Go's flag package
+// does (-name or --name, with =value or the next argument as the value), and generously: every
+// argument is looked at, and such a flag with no value to read counts as on.
+func outboundProxyArg(args []string) string {
+	for i := 1; i < len(args); i++ {
+		name, ok := strings.CutPrefix(args[i], "-")
+		if !ok {
+			continue
+		}
+		name = strings.TrimPrefix(name, "-")
+		name, value, hasValue := strings.Cut(name, "=")
+		for _, f := range outboundProxyFlags {
+			if name != f {
+				continue
+			}
+			switch {
+			case hasValue && value == "":
+				// off
+			case hasValue:
+				return args[i]
+			case i+1 >= len(args):
+				return args[i]
+			case args[i+1] != "":
+				return args[i] + " " + args[i+1]
+			}
+		}
+	}
+	return ""
 }
 
 // tcpTargetReaches reports whether tailscaled, dialling the TCPForward target, may reach
@@ -334,26 +394,31 @@ func tcpTargetReaches(target string, port uint16) bool {
 	return ip.IsLoopback() || ip.IsUnspecified()
 }
 
-// unixTargetIs reports whether a TCPForward target "unix:PATH" names the socket at sock:
-// the same path once cleaned or resolved, or the same file. A relative PATH is relative to
-// tailscaled's working folder, which fleet cannot know: the same file name counts.
+// unixTargetIs reports whether a TCPForward target "unix:PATH" may reach the socket at sock. It
+// is generous (fail closed), as tcpTargetReaches is: the same path once cleaned or resolved, or
+// the same file; a relative PATH (relative to tailscaled's working folder, which fleet cannot
+// know); a PATH fleet cannot resolve or look at (a folder fleet cannot read may hold a link to
+// sock); and a missing PATH where someone else could make one (state.CheckSocketPlace: below
+// /tmp, or a folder others can write), for it may be a link to sock by the next dial.
 func unixTargetIs(target, sock string) bool {
 	p, ok := strings.CutPrefix(target, "unix:")
-	if !ok || p == "" {
+	if !ok {
 		return false
 	}
-	if !filepath.IsAbs(p) {
-		return filepath.Base(p) == filepath.Base(sock)
-	}
-	if filepath.Clean(p) == filepath.Clean(sock) {
+	if p == "" || !filepath.IsAbs(p) || filepath.Clean(p) == filepath.Clean(sock) {
 		return true
 	}
-	rp, err1 := filepath.EvalSymlinks(p)
-	rs, err2 := filepath.EvalSymlinks(sock)
-	if err1 == nil && err2 == nil && rp == rs {
+	rp, err := filepath.EvalSymlinks(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return state.CheckSocketPlace(p) != nil
+	}
+	if err != nil {
+		return true
+	}
+	if rs, err := filepath.EvalSymlinks(sock); err == nil && rp == rs {
 		return true
 	}
 	sp, err1 := os.Stat(p)
 	ss, err2 := os.Stat(sock)
-	return err1 == nil && err2 == nil && os.SameFile(sp, ss)
+	return err1 != nil || err2 == nil && os.SameFile(sp, ss)
 }

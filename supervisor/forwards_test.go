@@ -15,9 +15,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/phase-console/fleet/internal/testdirs"
 	"tailscale.com/client/tailscale/apitype"
 	"tailscale.com/ipn"
 	"tailscale.com/ipn/ipnstate"
+	"tailscale.com/net/socks5"
 	"tailscale.com/tailcfg"
 )
 
@@ -26,6 +28,8 @@ import (
 func (d *door) setTailscaled(t *testing.T, fn func(f *fakeTailnet)) {
 	t.Helper()
 	d.tailnet.set(fn)
+	// Twice: the first may join a poll that started before the change (the door's first one).
+	d.srv.verifier.forwards.poll(context.Background())
 	d.srv.verifier.forwards.poll(context.Background())
 }
 
@@ -87,11 +91,18 @@ func TestTCPForwardable_S5e(t *testing.T) {
 		}, serveReq("GET", "/c/alpha/"), 200, ""},
 		{"S5e prefs unknown", func(f *fakeTailnet) { f.prefsDown = true }, serveReq("GET", "/c/alpha/"), 401, "unverified"},
 		{"S5e serve-config unknown", func(f *fakeTailnet) { f.serveDown = true }, serveReq("GET", "/c/alpha/"), 401, "unverified"},
+		// tailscaled's outbound proxies dial 127.0.0.1 for whoever reaches them.
+		{"S5e socks5 proxy", func(f *fakeTailnet) { f.args = []string{"tailscaled", "--socks5-server=localhost:1055"} }, serveReq("GET", "/c/alpha/"), 401, "tcp-forwardable"},
+		{"S5e http proxy", func(f *fakeTailnet) {
+			f.args = []string{"/usr/sbin/tailscaled", "-tun=userspace-networking", "-outbound-http-proxy-listen", "localhost:1055"}
+		}, serveReq("GET", "/c/alpha/"), 401, "tcp-forwardable"},
+		{"S5e proxy flag empty", func(f *fakeTailnet) { f.args = []string{"tailscaled", "--socks5-server="} }, serveReq("GET", "/c/alpha/"), 200, ""},
+		{"S5e command line unreadable", func(f *fakeTailnet) { f.argsDown = true }, serveReq("GET", "/c/alpha/"), 401, "tcp-forwardable"},
 	}
 	for _, row := range rows {
 		t.Run(row.name, func(t *testing.T) {
 			d.setTailscaled(t, func(f *fakeTailnet) {
-				f.runSSH, f.serve, f.prefsDown, f.serveDown = false, nil, false, false
+				f.runSSH, f.serve, f.prefsDown, f.serveDown, f.args, f.argsDown = false, nil, false, false, nil, false
 				row.set(f)
 			})
 			before := d.alpha.count()
@@ -207,7 +218,7 @@ func (c *wallClock) advance(d time.Duration) {
 // serveUnix serves d's supervisor on a unix-socket door too and returns the socket's path.
 func (d *door) serveUnix(t *testing.T) string {
 	t.Helper()
-	sock := filepath.Join(t.TempDir(), "run", "serve.sock")
+	sock := filepath.Join(testdirs.Private(t), "run", "serve.sock")
 	ln, err := ListenUnix(sock)
 	if err != nil {
 		t.Fatal(err)
@@ -427,4 +438,144 @@ func waitUntil(cond func() bool) bool {
 		time.Sleep(5 * time.Millisecond)
 	}
 	return true
+}
+
+// TestTailscaledOutboundProxyRefused_S5e: tailscaled's uid proves that tailscaled opened a
+// connection, not that Serve's HTTP proxy did (SPEC S5e). Besides Tailscale SSH and raw Serve
+// forwards, tailscaled has a third way to carry bytes someone else wrote to 127.0.0.1:PORT: its
+// outbound proxies, `tailscaled --socks5-server=localhost:1055` and
+// `--outbound-http-proxy-listen=localhost:1055` (the documented set-up for userspace networking;
+// TS_SOCKS5_SERVER / TS_OUTBOUND_HTTP_PROXY_LISTEN in the official container). They take no
+// credential, and dial a loopback destination as tailscaled itself (cmd/tailscaled/proxy.go:
+// Dialer: dialer.UserDial; net/tsdial/tsdial.go: a non-tailnet address goes to SystemDial, a
+// plain dial for localhost, net/netns/netns_linux.go:90) without registering the connection with
+// netstack's proxy mapper, so WhoIs(RemoteAddr) says "not found" (S5b passes). Who reaches the
+// proxy: every local process of any user, and — with userspace networking — every tailnet peer
+// the policy lets reach port 1055 (netstack forwards it to 127.0.0.1:1055; S5b sees only the
+// proxy's own connection). Neither shows in prefs nor in the Serve config.
+//
+// Here the test process is tailscaled (TailscaledUID is its uid) running Tailscale's own SOCKS5
+// server with the dial tailscaled uses for 127.0.0.1; the fake LocalAPI says what real tailscaled
+// says: userspace networking, SSH off, no raw forward, WhoIs(ip:port) not found; and its
+// command line names --socks5-server, which is how fleet knows (forwards.go): 401
+// tcp-forwardable, nothing forwarded.
+func TestTailscaledOutboundProxyRefused_S5e(t *testing.T) {
+	d := startDoor(t)
+	d.setTailscaled(t, func(f *fakeTailnet) {
+		f.args = []string{"/usr/sbin/tailscaled", "--tun=userspace-networking", "--socks5-server=localhost:1055"}
+	})
+	proxyLn, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxyLn.Close() })
+	go (&socks5.Server{Logf: func(string, ...any) {}, Dialer: new(net.Dialer).DialContext}).Serve(proxyLn)
+
+	// Anyone who reaches the proxy: SOCKS5, no auth, CONNECT 127.0.0.1:<the door's port>.
+	conn, err := net.Dial("tcp", proxyLn.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(waitLimit))
+	door := netip.MustParseAddrPort(d.addr)
+	ip4 := door.Addr().As4()
+	hello := []byte{5, 1, 0, 5, 1, 0, 1, ip4[0], ip4[1], ip4[2], ip4[3], byte(door.Port() >> 8), byte(door.Port())}
+	if _, err := conn.Write(hello); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(conn)
+	var head [6]byte // method choice (2), then VER REP RSV ATYP
+	if _, err := io.ReadFull(br, head[:]); err != nil || head[1] != 0 || head[3] != 0 {
+		t.Fatalf("SOCKS5 handshake: %v %v", head, err)
+	}
+	skip := 4 + 2 // IPv4 address and port
+	if head[5] == 4 {
+		skip = 16 + 2
+	}
+	if _, err := br.Discard(skip); err != nil {
+		t.Fatal(err)
+	}
+
+	// The bytes the proxy's user writes: bob's tailnet address, as Serve would send it.
+	forged := "GET /c/alpha/ HTTP/1.1\nHost: " + tsName + "\nX-Forwarded-For: " + bobIP +
+		"\nX-Forwarded-Host: " + tsName + "\nX-Forwarded-Proto: https\nTailscale-User-Login: " + bob + "\n\n"
+	before := d.alpha.count()
+	if _, err := io.WriteString(conn, crlf(forged)); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if d.alpha.count() == before {
+		if resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("X-Fleet-Reason") != "tcp-forwardable" {
+			t.Errorf("through tailscaled's SOCKS5 proxy: %d %q, want 401 tcp-forwardable", resp.StatusCode, resp.Header.Get("X-Fleet-Reason"))
+		}
+		return
+	}
+	s, _ := d.alpha.last()
+	t.Errorf("a request written by whoever reached tailscaled's SOCKS5 proxy got %d %q and reached the console as %q: "+
+		"fleet cannot tell tailscaled's outbound proxy from Serve's HTTP proxy",
+		resp.StatusCode, resp.Header.Get("X-Fleet-Reason"), s.Header.Get("X-Phase-Console-Fleet-Login"))
+}
+
+// TestUnixForwardRelativePath_S5e: "while the Serve config forwards raw TCP to the unix
+// door's own socket (compare resolved paths), that door's /c/ requests are 401 tcp-forwardable".
+// A relative TCPForward "unix:PATH" is dialled by tailscaled relative to its working folder — "/"
+// for the systemd service — which fleet cannot know, so any relative PATH counts as this socket
+// (a review found that only its last element was compared: a symlink to the socket, spelled
+// relative to "/", passed for some other socket). So does a missing PATH that others could
+// make a link to the socket before tailscaled's next dial (below /tmp).
+func TestUnixForwardRelativePath_S5e(t *testing.T) {
+	d := startDoor(t)
+	sock := d.serveUnix(t)
+	link := filepath.Join(filepath.Dir(sock), "tcp-in.sock")
+	if err := os.Symlink(sock, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, target := range []string{
+		"unix:" + link[1:], // what tailscaled, in "/", dials: the door's socket
+		"unix:" + sock[1:], // the socket's own name, relative to "/"
+		"unix:" + filepath.Base(sock),
+		"unix:/tmp/fleet-missing-" + strconv.Itoa(os.Getpid()) + ".sock", // anyone may make it a link
+	} {
+		t.Run(target, func(t *testing.T) {
+			d.setTailscaled(t, func(f *fakeTailnet) { f.serve = tcpForward(target) })
+			before := d.alpha.count()
+			r := d.rawUnix(t, sock, unixServeReq)
+			if r.status != http.StatusUnauthorized || r.reason != "tcp-forwardable" {
+				t.Errorf("raw forward %q, which reaches the door's socket from tailscaled's working folder: got %d %q, want 401 tcp-forwardable (console saw %d new)",
+					target, r.status, r.reason, d.alpha.count()-before)
+			}
+		})
+	}
+}
+
+// TestOutboundProxyArg_S5e: tailscaled's flags read as Go's flag package reads them, generously.
+func TestOutboundProxyArg_S5e(t *testing.T) {
+	for _, row := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"tailscaled"}, ""},
+		{[]string{"tailscaled", "--state=/var/lib/tailscale/tailscaled.state", "--port=41641"}, ""},
+		{[]string{"tailscaled", "--socks5-server=localhost:1055"}, "--socks5-server=localhost:1055"},
+		{[]string{"tailscaled", "-socks5-server=:1055"}, "-socks5-server=:1055"},
+		{[]string{"tailscaled", "--socks5-server", "localhost:1055"}, "--socks5-server localhost:1055"},
+		{[]string{"tailscaled", "-outbound-http-proxy-listen", "127.0.0.1:8080"}, "-outbound-http-proxy-listen 127.0.0.1:8080"},
+		{[]string{"tailscaled", "--outbound-http-proxy-listen=localhost:8080"}, "--outbound-http-proxy-listen=localhost:8080"},
+		{[]string{"tailscaled", "--socks5-server="}, ""},
+		{[]string{"tailscaled", "--socks5-server", ""}, ""},
+		{[]string{"tailscaled", "--socks5-server"}, "--socks5-server"},
+		{[]string{"tailscaled", "--socks5-server=", "--outbound-http-proxy-listen=:8080"}, "--outbound-http-proxy-listen=:8080"},
+		{[]string{"tailscaled", "--tun=userspace-networking", "--", "--socks5-server=:1"}, "--socks5-server=:1"},
+		{[]string{"--socks5-server=:1"}, ""}, // args[0] is the program
+	} {
+		if got := outboundProxyArg(row.args); got != row.want {
+			t.Errorf("outboundProxyArg(%q) = %q, want %q", row.args, got, row.want)
+		}
+	}
 }

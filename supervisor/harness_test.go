@@ -5,7 +5,9 @@ package supervisor
 // record what reached them, and raw requests written as bytes over net.Dial.
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -19,6 +21,7 @@ import (
 	"time"
 
 	"github.com/phase-console/fleet/internal/echoconsole"
+	"github.com/phase-console/fleet/internal/peercred"
 	"github.com/phase-console/fleet/internal/rawhttp"
 
 	"tailscale.com/client/local"
@@ -57,6 +60,27 @@ type fakeTailnet struct {
 	runSSH               bool
 	serve                *ipn.ServeConfig
 	prefsDown, serveDown bool
+	// args, if not nil, is tailscaled's command line (else this test process's own, read
+	// through the fake LocalAPI's socket as fleet reads tailscaled's); argsDown makes reading
+	// it fail.
+	args     []string
+	argsDown bool
+}
+
+// commandLine is TailscaledArgs for a door on f, whose LocalAPI socket is sock.
+func (f *fakeTailnet) commandLine(sock string) func(ctx context.Context) ([]string, error) {
+	return func(ctx context.Context) ([]string, error) {
+		f.mu.Lock()
+		args, down := f.args, f.argsDown
+		f.mu.Unlock()
+		switch {
+		case down:
+			return nil, errors.New("open /proc/4242/cmdline: permission denied")
+		case args != nil:
+			return args, nil
+		}
+		return peercred.SocketServerArgs(ctx, sock)
+	}
 }
 
 type fakePeer struct {
@@ -197,11 +221,13 @@ func startDoor(t testing.TB, opts ...doorOption) *door {
 func startDoorAt(t testing.TB, home string, tn *fakeTailnet, opts ...doorOption) *door {
 	t.Helper()
 	logs := &syncBuffer{}
+	api := serveFakeLocalAPI(t, tn)
 	cfg := Config{
-		StateHome:     home,
-		LocalAPI:      serveFakeLocalAPI(t, tn),
-		TailscaledUID: os.Getuid(),
-		Logger:        slog.New(slog.NewJSONHandler(logs, nil)),
+		StateHome:      home,
+		LocalAPI:       api,
+		TailscaledUID:  os.Getuid(),
+		TailscaledArgs: tn.commandLine(api.Socket),
+		Logger:         slog.New(slog.NewJSONHandler(logs, nil)),
 	}
 	for _, o := range opts {
 		o(&cfg)

@@ -17,6 +17,7 @@ import (
 	"tailscale.com/client/local"
 	"tailscale.com/paths"
 
+	"github.com/phase-console/fleet/internal/peercred"
 	"github.com/phase-console/fleet/internal/state"
 	"github.com/phase-console/fleet/pairing"
 	"github.com/phase-console/fleet/proxy"
@@ -44,6 +45,10 @@ type Config struct {
 	// TailscaledUID is the uid that owns tailscaled's backend connections (SPEC S5a). Negative:
 	// the owner of TailscaleSocket, looked up when first needed.
 	TailscaledUID int
+	// TailscaledArgs returns tailscaled's command line, for the outbound proxies that no LocalAPI
+	// call shows (SPEC S5e, forwards.go). Nil: read from /proc for the process that listens on
+	// LocalAPI's socket (a *local.Client's Socket, else TailscaleSocket).
+	TailscaledArgs func(ctx context.Context) ([]string, error)
 
 	Logger *slog.Logger     // default: JSON on stderr
 	Now    func() time.Time // default: time.Now
@@ -98,6 +103,13 @@ func New(cfg Config) (*Server, error) {
 	if cfg.LocalAPI == nil {
 		cfg.LocalAPI = &local.Client{Socket: cfg.TailscaleSocket, UseSocketOnly: true}
 	}
+	if cfg.TailscaledArgs == nil {
+		sock := cfg.TailscaleSocket
+		if lc, ok := cfg.LocalAPI.(*local.Client); ok && lc.Socket != "" {
+			sock = lc.Socket
+		}
+		cfg.TailscaledArgs = func(ctx context.Context) ([]string, error) { return peercred.SocketServerArgs(ctx, sock) }
+	}
 	fleetDir := state.FleetDir(cfg.StateHome)
 	if err := state.EnsureHome(cfg.StateHome); err != nil {
 		return nil, err
@@ -126,7 +138,7 @@ func New(cfg Config) (*Server, error) {
 		now:           cfg.Now,
 		apiHint:       fmt.Sprintf("is tailscaled running? Check with 'tailscale status' (socket %s, --tailscale-socket)", cfg.TailscaleSocket),
 		whois:         map[netip.Addr]whoIsEntry{},
-		forwards:      newForwardWatch(cfg.LocalAPI, cfg.Now),
+		forwards:      newForwardWatch(cfg.LocalAPI, cfg.TailscaledArgs, cfg.Now),
 		lookups:       make(chan struct{}, maxPeerLookups),
 	}
 	// The hop dials only consoles run by this same user (the fleet token rides on every hop).

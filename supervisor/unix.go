@@ -20,7 +20,8 @@ package supervisor
 // keeps its Host.
 //
 // Tailscale SSH does not reach this door (it forwards unix sockets only below the login's home,
-// /tmp and /run/user/<uid>, and the socket's folder is private), so it is served while SSH is on.
+// /tmp and /run/user/<uid>; ListenUnix refuses /tmp and folders others can write, and fleet
+// doctor fails a socket in another account's home), so it is served while SSH is on.
 // A raw Serve forward can name a unix socket, though (TCPForward "unix:PATH"): while one names
 // this socket, its /c/ requests are 401 tcp-forwardable (SPEC S5e, forwards.go).
 //
@@ -49,7 +50,10 @@ const maxUnixPath = 107
 
 // ListenUnix listens on a unix socket at path for Tailscale Serve (`tailscale serve unix:PATH`).
 //
-// Its folder is made private first (SPEC F1: created 0700 when missing; refused, never
+// Its place is judged first (SPEC S5e, state.CheckSocketPlace): a path below /tmp, or below a
+// folder that others can write (sticky bit or not) or that another user owns, is refused — a
+// Tailscale SSH login could forward to it, or others put their own socket in its place. Its
+// folder is then made private (SPEC F1: created 0700 when missing; refused, never
 // re-permissioned, when it is group- or world-accessible or someone else's). A file already at
 // path is removed only when it is a socket of ours that nobody answers on (a stale socket left
 // by a crash); anything else there — a regular file, a folder, a live socket — is an error that
@@ -66,8 +70,8 @@ func ListenUnix(path string) (*net.UnixListener, error) {
 	if len(path) > maxUnixPath {
 		return nil, fmt.Errorf("unix socket %s: the path is %d bytes, the kernel takes at most %d; choose a shorter one", path, len(path), maxUnixPath)
 	}
-	if err := state.CheckAncestors(filepath.Dir(path)); err != nil {
-		return nil, fmt.Errorf("unix socket folder: %w", err)
+	if err := state.CheckSocketPlace(path); err != nil {
+		return nil, fmt.Errorf("unix socket: %w", err)
 	}
 	if err := state.EnsureDir(filepath.Dir(path)); err != nil {
 		return nil, fmt.Errorf("unix socket folder: %w", err)

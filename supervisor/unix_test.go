@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/phase-console/fleet/internal/testdirs"
 	"tailscale.com/client/local"
 	"tailscale.com/client/tailscale/apitype"
 	"tailscale.com/ipn"
@@ -138,7 +139,7 @@ func uxStart(t *testing.T, tailscaledUID int) *uxDoor {
 		t.Fatal(err)
 	}
 	d.srv = srv
-	d.sock = filepath.Join(t.TempDir(), "run", "serve.sock")
+	d.sock = filepath.Join(testdirs.Private(t), "run", "serve.sock")
 	ln, err := ListenUnix(d.sock)
 	if err != nil {
 		t.Fatal(err)
@@ -336,7 +337,7 @@ func TestUnixSocketModes_F1(t *testing.T) {
 	}
 
 	t.Run("close removes the socket", func(t *testing.T) {
-		dir := filepath.Join(t.TempDir(), "s")
+		dir := filepath.Join(testdirs.Private(t), "s")
 		path := filepath.Join(dir, "x.sock")
 		ln, err := ListenUnix(path)
 		if err != nil {
@@ -348,7 +349,7 @@ func TestUnixSocketModes_F1(t *testing.T) {
 		}
 	})
 	t.Run("too-open folder refused", func(t *testing.T) {
-		dir := filepath.Join(t.TempDir(), "open")
+		dir := filepath.Join(testdirs.Private(t), "open")
 		if err := os.Mkdir(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -362,7 +363,7 @@ func TestUnixSocketModes_F1(t *testing.T) {
 		}
 	})
 	t.Run("stale socket replaced", func(t *testing.T) {
-		dir := filepath.Join(t.TempDir(), "s")
+		dir := filepath.Join(testdirs.Private(t), "s")
 		os.Mkdir(dir, 0o700)
 		path := filepath.Join(dir, "x.sock")
 		old, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
@@ -384,7 +385,7 @@ func TestUnixSocketModes_F1(t *testing.T) {
 		}
 	})
 	t.Run("non-socket left alone", func(t *testing.T) {
-		dir := filepath.Join(t.TempDir(), "s")
+		dir := filepath.Join(testdirs.Private(t), "s")
 		os.Mkdir(dir, 0o700)
 		path := filepath.Join(dir, "x.sock")
 		if err := os.WriteFile(path, []byte("keep me"), 0o600); err != nil {
@@ -418,4 +419,52 @@ func TestOverflowTailscaledUIDRefused_S5a(t *testing.T) {
 	if n := len(d.consoleSaw()); n != 0 {
 		t.Fatalf("console saw %d requests, want none", n)
 	}
+}
+
+// TestUnixSocketPlaceRefused_S5e: the unix door's socket never sits below /tmp, where tailscaled
+// lets every Tailscale SSH login forward to unix sockets (dialling them itself, as root, so the
+// socket's 0700 folder stops nothing, and the door would believe the X-Forwarded-For the login
+// writes), nor below a folder that others can write, sticky bit or not: ListenUnix refuses both
+// at start, through a symlink too, and makes nothing. (A review found /tmp accepted: the check
+// then was ssh's StrictModes, which lets a sticky folder through.)
+func TestUnixSocketPlaceRefused_S5e(t *testing.T) {
+	tmp, err := os.MkdirTemp("/tmp", "fleet-place-")
+	if err != nil {
+		t.Skipf("no /tmp here: %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(tmp) })
+	private := testdirs.Private(t)
+	sticky := filepath.Join(private, "sticky")
+	if err := os.Mkdir(sticky, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(sticky, 0o1777)
+	link := filepath.Join(private, "link")
+	if err := os.Symlink(tmp, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range []struct{ name, path, want string }{
+		{"S5e private folder below /tmp", filepath.Join(tmp, "run", "serve.sock"), "below /tmp"},
+		{"S5e below /tmp through a symlink", filepath.Join(link, "run", "serve.sock"), "below /tmp"},
+		{"S5e below a sticky world-writable folder", filepath.Join(sticky, "run", "serve.sock"), "written by others"},
+	} {
+		t.Run(row.name, func(t *testing.T) {
+			ln, err := ListenUnix(row.path)
+			if err == nil {
+				ln.Close()
+				t.Fatalf("ListenUnix(%s) accepted a place that a Tailscale SSH login or another user reaches", row.path)
+			}
+			if !strings.Contains(err.Error(), row.want) || !strings.Contains(err.Error(), row.path) && !strings.Contains(err.Error(), filepath.Dir(filepath.Dir(row.path))) {
+				t.Errorf("error %q does not name the place and %q", err, row.want)
+			}
+			if _, err := os.Lstat(filepath.Dir(row.path)); err == nil {
+				t.Errorf("the refused socket's folder was made")
+			}
+		})
+	}
+	ln, err := ListenUnix(filepath.Join(private, "run", "serve.sock"))
+	if err != nil {
+		t.Fatalf("a folder only this user reaches was refused: %v", err)
+	}
+	ln.Close()
 }

@@ -11,6 +11,8 @@ import (
 	"github.com/phase-console/fleet/internal/state"
 	"tailscale.com/ipn"
 	"tailscale.com/ipn/ipnstate"
+
+	"github.com/phase-console/fleet/internal/testdirs"
 )
 
 // doctorFakeTailscaled is a tailscaled for fleet doctor: Running on a kernel TUN, serving proxy.
@@ -126,7 +128,7 @@ func TestServeSocketFlag(t *testing.T) {
 	if st != 0 || !strings.Contains(out, "-socket") || !strings.Contains(out, "tailscale serve unix:PATH") {
 		t.Fatalf("serve --help: exit %d\n%s", st, out)
 	}
-	open := filepath.Join(t.TempDir(), "open")
+	open := filepath.Join(testdirs.Private(t), "open")
 	if err := os.Mkdir(open, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -135,5 +137,15 @@ func TestServeSocketFlag(t *testing.T) {
 	st, _, errs := runFleet("serve", "--state-dir", home, "--port", "1", "--tailscaled-uid", "0", "--socket", filepath.Join(open, "serve.sock"))
 	if st != 1 || !strings.Contains(errs, "chmod 700 "+open) {
 		t.Fatalf("socket in a 0755 folder: exit %d, stderr %q", st, errs)
+	}
+	// Below /tmp, where every Tailscale SSH login may forward to it (S5e).
+	tmp, err := os.MkdirTemp("/tmp", "fleet-place-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(tmp) })
+	st, _, errs = runFleet("serve", "--state-dir", home, "--port", "1", "--tailscaled-uid", "0", "--socket", filepath.Join(tmp, "run", "serve.sock"))
+	if st != 1 || !strings.Contains(errs, "below /tmp") || !strings.Contains(errs, "S5e") {
+		t.Fatalf("socket below /tmp: exit %d, stderr %q", st, errs)
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/phase-console/fleet/internal/rawhttp"
 	"github.com/phase-console/fleet/internal/state"
+	"github.com/phase-console/fleet/internal/testdirs"
 	"tailscale.com/ipn/ipnstate"
 )
 
@@ -326,7 +327,7 @@ func TestStartupLine(t *testing.T) {
 			return fakeStatus{&ipnstate.Status{BackendState: "Running", Self: &ipnstate.PeerStatus{DNSName: "sup.tail-scale.ts.net."}}}
 		}
 		defer func() { serveStatusAPI = old }()
-		sock := filepath.Join(t.TempDir(), "run", "serve.sock")
+		sock := filepath.Join(testdirs.Private(t), "run", "serve.sock")
 		rs := startServeSocket(t, filepath.Join(t.TempDir(), "state"), "text", sock)
 		rs.stop()
 		want := "fleet serve: listening on http://" + rs.addr + " and unix:" + sock + " "

@@ -285,7 +285,10 @@ func startFixture(t *testing.T) *fixture {
 		StateHome:     f.home,
 		LocalAPI:      f.api,
 		TailscaledUID: os.Getuid(), // tsnet runs in this process: its backend connections are ours
-		Logger:        slog.New(slog.NewJSONHandler(logOut, nil)),
+		// and its command line is this process's (no outbound proxy; tsnet's LocalAPI has no
+		// socket to find a process by).
+		TailscaledArgs: func(context.Context) ([]string, error) { return os.Args, nil },
+		Logger:         slog.New(slog.NewJSONHandler(logOut, nil)),
 	}, f.ln)
 	door.Register(t, supervisor.Console{ID: "alpha", Addr: f.console.srv.Listener.Addr().String(), Name: "Alpha"})
 

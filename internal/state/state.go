@@ -125,34 +125,6 @@ func CheckHome(path string) error {
 	return nil
 }
 
-// CheckAncestors makes sure that no folder above path (path itself excluded) lets another user
-// rename or replace what is inside it, as ssh's StrictModes does: each must be owned by root or
-// this user and not writable by group or world — unless it has the sticky bit (like /tmp), which
-// keeps others from renaming entries they do not own.
-func CheckAncestors(path string) error {
-	real, err := filepath.EvalSymlinks(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	for dir := real; ; dir = filepath.Dir(dir) {
-		st, err := os.Stat(dir)
-		if err != nil {
-			return err
-		}
-		if sys, ok := st.Sys().(*syscall.Stat_t); ok && sys.Uid != 0 && int(sys.Uid) != os.Geteuid() {
-			return &ModeError{Path: dir, Mode: st.Mode(), Why: fmt.Sprintf("is owned by uid %d, who could replace what is inside it", sys.Uid),
-				Fix: "choose a path below folders owned by root or by you"}
-		}
-		if st.Mode().Perm()&0o022 != 0 && st.Mode()&fs.ModeSticky == 0 {
-			return &ModeError{Path: dir, Mode: st.Mode(), Why: "is writable by others (without the sticky bit), who could replace what is inside it",
-				Fix: "chmod go-w " + dir}
-		}
-		if dir == filepath.Dir(dir) {
-			return nil
-		}
-	}
-}
-
 // CheckFile makes sure an existing path is a regular file of ours with no group or world bits.
 // It judges the path as it is now (Lstat): to read such a file, use ReadPrivateFile, which judges
 // the file it opened instead.

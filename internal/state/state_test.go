@@ -212,20 +212,3 @@ func TestEnsureHome_F1(t *testing.T) {
 		t.Fatalf("group-writable home: %v", err)
 	}
 }
-
-func TestCheckAncestors_F1(t *testing.T) {
-	base := filepath.Join(t.TempDir(), "base")
-	os.MkdirAll(filepath.Join(base, "a", "b"), 0o700)
-	if err := CheckAncestors(filepath.Join(base, "a", "b")); err != nil {
-		t.Fatalf("private ancestors refused: %v", err)
-	}
-	os.Chmod(base, 0o777)
-	err := CheckAncestors(filepath.Join(base, "a", "b"))
-	if err == nil || !strings.Contains(err.Error(), "chmod go-w "+base) {
-		t.Fatalf("world-writable ancestor: %v", err)
-	}
-	os.Chmod(base, 0o777|os.ModeSticky)
-	if err := CheckAncestors(filepath.Join(base, "a", "b")); err != nil {
-		t.Fatalf("sticky ancestor (like /tmp) refused: %v", err)
-	}
-}
