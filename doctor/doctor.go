@@ -16,6 +16,11 @@
 //     (serve --tcp, --tls-terminated-tcp) reaches fleet's port or its socket, and Serve does not
 //     publish the TCP door while Tailscale SSH is on (an SSH login can forward to 127.0.0.1 too);
 //     fleet refuses such requests (401 tcp-forwardable), and the fix is the unix-socket door;
+//   - tailscaled's command line turns on no outbound proxy (--socks5-server,
+//     --outbound-http-proxy-listen), which dials 127.0.0.1 as tailscaled for whoever reaches it
+//     [S5e]: while one is on, or the command line cannot be read, fleet refuses every /c/
+//     request on its TCP door (401 tcp-forwardable) — a FAIL while Serve publishes that door, a
+//     WARN while it publishes only the unix-socket door;
 //   - Funnel is off for the names that publish fleet;
 //   - the state folder and its files are private [F1], the token is well-formed;
 //   - supervisor.addr is there, names a loopback address, and the supervisor there answers the
@@ -41,6 +46,7 @@ import (
 	"github.com/phase-console/fleet/contract"
 	"github.com/phase-console/fleet/internal/peercred"
 	"github.com/phase-console/fleet/internal/state"
+	"tailscale.com/client/local"
 	"tailscale.com/ipn"
 	"tailscale.com/ipn/ipnstate"
 )
@@ -61,7 +67,13 @@ var unixServeMinVersion = [2]int{1, 94}
 type Config struct {
 	StateHome       string   // <stateHome>
 	LocalAPI        LocalAPI // tailscaled's LocalAPI
-	TailscaleSocket string   // only for messages: where LocalAPI talks to
+	TailscaleSocket string   // where LocalAPI talks to: for messages, and to find tailscaled by
+
+	// TailscaledArgs returns tailscaled's command line, for the outbound proxies that no
+	// LocalAPI call shows (SPEC S5e). Nil: read from /proc for the process that listens on
+	// LocalAPI's socket (a *local.Client's Socket, else TailscaleSocket), as fleet serve reads
+	// it; with neither, the "tailscaled proxy" check says it could not tell.
+	TailscaledArgs func(ctx context.Context) ([]string, error)
 
 	// Port is the supervisor's TCP port. Zero: the port in supervisor.addr, else contract.DefaultPort.
 	Port int
@@ -137,6 +149,15 @@ func runWith(ctx context.Context, cfg Config, place placeFacts) []Check {
 		// on its port) gets the bearer.
 		cfg.HTTPClient = peercred.OwnClient(cfg.Timeout, false)
 	}
+	if cfg.TailscaledArgs == nil {
+		sock := cfg.TailscaleSocket
+		if lc, ok := cfg.LocalAPI.(*local.Client); ok && lc.Socket != "" {
+			sock = lc.Socket
+		}
+		if sock != "" {
+			cfg.TailscaledArgs = func(ctx context.Context) ([]string, error) { return peercred.SocketServerArgs(ctx, sock) }
+		}
+	}
 	r := &run{cfg: cfg}
 	port, portSource := r.port()
 	r.checkTailscale(ctx, port)
@@ -154,6 +175,7 @@ type run struct {
 	checks []Check
 	token  string   // the fleet token, when it could be read; never printed
 	ssh    sshState // whether tailscaled runs Tailscale SSH, from its prefs
+	proxy  tsProxy  // whether tailscaled runs an outbound proxy, from its command line
 }
 
 func (r *run) add(s Status, name, what, fix string) {

@@ -143,10 +143,15 @@ func noToken(t *testing.T, home string, checks []Check) {
 	}
 }
 
+// cleanArgs is the command line of a tailscaled that runs no outbound proxy (SPEC S5e).
+func cleanArgs(context.Context) ([]string, error) {
+	return []string{"/usr/sbin/tailscaled", "--state=/var/lib/tailscale/tailscaled.state", "--socket=/run/tailscale/tailscaled.sock", "--port=41641"}, nil
+}
+
 func TestHealthy(t *testing.T) {
 	home := newHome(t)
 	port := startSupervisor(t, home)
-	checks := Run(context.Background(), Config{StateHome: home, LocalAPI: healthyTailscaled(port)})
+	checks := Run(context.Background(), Config{StateHome: home, LocalAPI: healthyTailscaled(port), TailscaledArgs: cleanArgs})
 	for _, c := range checks {
 		if c.Status != OK {
 			t.Errorf("not OK: %s", c)
@@ -161,6 +166,7 @@ func TestHealthy(t *testing.T) {
 	want(t, checks, "funnel", OK, "off", "")
 	want(t, checks, "raw tcp forward", OK, "none reaches fleet", "")
 	want(t, checks, "tailscale ssh", OK, "off", "")
+	want(t, checks, "tailscaled proxy", OK, "no outbound proxy", "")
 	want(t, checks, "state folder", OK, "private", "")
 	want(t, checks, "fleet.token", OK, "well-formed", "")
 	want(t, checks, "supervisor", OK, "answering at 127.0.0.1:"+strconv.Itoa(port)+": 0 console(s)", "")

@@ -124,7 +124,7 @@ func TestUnixDoorBesideSSH_S5e(t *testing.T) {
 	f := healthyTailscaled(port)
 	f.prefs = &ipn.Prefs{WantRunning: true, RunSSH: true}
 	f.serve = serveConfig(443, false, "/", "unix:"+sock)
-	checks := runWith(context.Background(), Config{StateHome: home, LocalAPI: f, Socket: sock}, testFoldersFine())
+	checks := runWith(context.Background(), Config{StateHome: home, LocalAPI: f, Socket: sock, TailscaledArgs: cleanArgs}, testFoldersFine())
 	want(t, checks, "tailscale serve", OK, "unix:"+sock, "")
 	want(t, checks, "tailscale ssh", OK, "on", "")
 	want(t, checks, "raw tcp forward", OK, "none", "")

@@ -51,12 +51,12 @@ func (r *run) wantTargets(port int) string {
 }
 
 // serveFix is the command that publishes fleet: its unix-socket door when one is given or when
-// Tailscale SSH rules the TCP door out (S5e), else its TCP door.
+// Tailscale SSH or tailscaled's outbound proxy rules the TCP door out (S5e), else its TCP door.
 func (r *run) serveFix(port int) string {
 	switch {
 	case r.cfg.Socket != "":
 		return "sudo tailscale serve --bg unix:" + r.cfg.Socket
-	case r.ssh != sshOff:
+	case r.ssh != sshOff, r.proxy.state == proxyOn, r.proxy.state == proxyUnreadable:
 		return unixDoorFix()
 	default:
 		return "tailscale serve --bg http://127.0.0.1:" + strconv.Itoa(port)
@@ -89,6 +89,7 @@ func (r *run) checkServe(sc *ipn.ServeConfig, port int) {
 	r.checkRawForwards(plan.raw)
 	r.checkRoutes(plan.routes, port)
 	r.checkSSH(plan.routes, port)
+	r.checkOutboundProxy(plan.routes, port)
 	if len(plan.routes) > 0 {
 		r.checkFunnel(sc, plan.routes)
 	}
@@ -208,12 +209,7 @@ func (r *run) checkRoutes(routes []route, port int) {
 // while SSH is on fleet cannot tell them apart on its TCP door and refuses every /c/ request there
 // (S5e). Its unix-socket door is out of their reach (see checkSocketPlace).
 func (r *run) checkSSH(routes []route, port int) {
-	var tcpDoor []route
-	for _, rt := range routes {
-		if !rt.unix {
-			tcpDoor = append(tcpDoor, rt)
-		}
-	}
+	tcpDoor := tcpDoorRoutes(routes)
 	switch {
 	case r.ssh == sshOff:
 		r.add(OK, "tailscale ssh", "off: no SSH login can forward to fleet's doors", "")
@@ -222,16 +218,32 @@ func (r *run) checkSSH(routes []route, port int) {
 		if r.ssh == sshUnknown {
 			on = "perhaps on (the prefs could not be read)"
 		}
-		fix := unixDoorFix()
-		if r.cfg.Socket != "" {
-			fix = "publish the unix-socket door instead: sudo tailscale serve --bg unix:" + r.cfg.Socket
-		}
 		r.add(Fail, "tailscale ssh",
 			fmt.Sprintf("%s while Serve publishes the TCP door (%s): an SSH login can forward to 127.0.0.1:%d and write its own X-Forwarded-For, so fleet refuses every /c/ request there (401 tcp-forwardable)", on, describe(tcpDoor), port),
-			fix+" (or turn Tailscale SSH off: tailscale set --ssh=false)")
+			r.tcpDoorFix()+" (or turn Tailscale SSH off: tailscale set --ssh=false)")
 	case r.ssh == sshOn:
 		r.add(OK, "tailscale ssh", "on, and Serve does not publish the TCP door that SSH forwards could reach", "")
 	}
+}
+
+// tcpDoorRoutes are the routes that publish fleet's TCP door.
+func tcpDoorRoutes(routes []route) []route {
+	var tcpDoor []route
+	for _, rt := range routes {
+		if !rt.unix {
+			tcpDoor = append(tcpDoor, rt)
+		}
+	}
+	return tcpDoor
+}
+
+// tcpDoorFix moves a published TCP door that fleet refuses (S5e) to the unix-socket door: the
+// given socket, else the place deploy/ uses.
+func (r *run) tcpDoorFix() string {
+	if r.cfg.Socket != "" {
+		return "publish the unix-socket door instead: sudo tailscale serve --bg unix:" + r.cfg.Socket
+	}
+	return unixDoorFix()
 }
 
 // checkFunnel: Funnel must be off for every name that publishes fleet.

@@ -1,6 +1,7 @@
 package doctor
 
-// tailscaled itself: reachable, Running, its mode and version.
+// tailscaled itself: reachable, Running, its mode and version; its prefs and command line, read
+// here and judged with the Serve config (serve.go, tsproxy.go).
 
 import (
 	"context"
@@ -54,6 +55,7 @@ func (r *run) checkTailscale(ctx context.Context, port int) {
 	}
 
 	r.readPrefs(ctx)
+	r.readTailscaledArgs(ctx)
 
 	gctx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
 	sc, err := r.cfg.LocalAPI.GetServeConfig(gctx)

@@ -48,6 +48,7 @@ import (
 	"time"
 
 	"github.com/phase-console/fleet/internal/state"
+	"github.com/phase-console/fleet/internal/tsargs"
 	"github.com/phase-console/fleet/proxy"
 	"tailscale.com/ipn"
 	"tailscale.com/util/singleflight"
@@ -204,7 +205,7 @@ func (w *forwardWatch) ask(ctx context.Context) forwardView {
 	if args, err := w.args(ctx); err != nil {
 		v.argsErr = err
 	} else {
-		v.proxy = outboundProxyArg(args)
+		v.proxy = tsargs.OutboundProxy(args)
 	}
 	return v
 }
@@ -326,42 +327,6 @@ func (v forwardView) judge(k doorKey) *proxy.Refusal {
 		}
 	}
 	return nil
-}
-
-// outboundProxyFlags are tailscaled's flags that start a proxy which dials any address for
-// whoever connects to it, 127.0.0.1 included, as tailscaled's uid (cmd/tailscaled/proxy.go, and
-// TS_SOCKS5_SERVER / TS_OUTBOUND_HTTP_PROXY_LISTEN in Tailscale's container image).
-var outboundProxyFlags = [...]string{"socks5-server", "outbound-http-proxy-listen"}
-
-// outboundProxyArg returns the argument of tailscaled's command line (args[0] is the program)
-// that turns on an outbound proxy, with its value, or "". It reads flags as Go's flag package
-// does (-name or --name, with =value or the next argument as the value), and generously: every
-// argument is looked at, and such a flag with no value to read counts as on.
-func outboundProxyArg(args []string) string {
-	for i := 1; i < len(args); i++ {
-		name, ok := strings.CutPrefix(args[i], "-")
-		if !ok {
-			continue
-		}
-		name = strings.TrimPrefix(name, "-")
-		name, value, hasValue := strings.Cut(name, "=")
-		for _, f := range outboundProxyFlags {
-			if name != f {
-				continue
-			}
-			switch {
-			case hasValue && value == "":
-				// off
-			case hasValue:
-				return args[i]
-			case i+1 >= len(args):
-				return args[i]
-			case args[i+1] != "":
-				return args[i] + " " + args[i+1]
-			}
-		}
-	}
-	return ""
 }
 
 // tcpTargetReaches reports whether tailscaled, dialling the TCPForward target, may reach

@@ -15,7 +15,7 @@ import (
 	"tailscale.com/paths"
 )
 
-const doctorSummary = "Check this machine's set-up (tailscaled, Serve, Tailscale SSH, raw TCP forwards, Funnel, state files, the supervisor, the unix socket's place); one OK/WARN/FAIL line each."
+const doctorSummary = "Check this machine's set-up (tailscaled, Serve, Tailscale SSH, raw TCP forwards, tailscaled's outbound proxies, Funnel, state files, the supervisor, the unix socket's place); one OK/WARN/FAIL line each."
 
 func init() {
 	addCommand(&command{name: "doctor", summary: doctorSummary, run: runDoctor})
@@ -24,6 +24,10 @@ func init() {
 // doctorLocalAPI lets a test run the command against a fake tailscaled; nil means the real one
 // on --tailscale-socket.
 var doctorLocalAPI doctor.LocalAPI
+
+// doctorTailscaledArgs lets a test give fleet doctor tailscaled's command line; nil means the
+// command line of the process listening on --tailscale-socket.
+var doctorTailscaledArgs func(ctx context.Context) ([]string, error)
 
 func runDoctor(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("doctor", doctorSummary+"\nExit status: 1 when any check FAILs, 0 otherwise.", stdout, stderr)
@@ -60,7 +64,8 @@ func runDoctor(args []string, stdout, stderr io.Writer) int {
 	checks := doctor.Run(ctx, doctor.Config{
 		StateHome:       home,
 		LocalAPI:        api,
-		TailscaleSocket: *tsSocket,
+		TailscaleSocket: *tsSocket, // also where the doctor finds tailscaled's command line
+		TailscaledArgs:  doctorTailscaledArgs,
 		Port:            *port,
 		Socket:          sock,
 	})

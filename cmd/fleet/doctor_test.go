@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -20,6 +22,10 @@ type doctorFakeTailscaled struct {
 	proxy string // "" : no Serve config
 	down  bool
 	ssh   bool // prefs RunSSH
+	// args is tailscaled's command line. Nil: one that turns on no outbound proxy; with
+	// noArgsSeam, none is given and the doctor reads the process on --tailscale-socket.
+	args       []string
+	noArgsSeam bool
 }
 
 func (f *doctorFakeTailscaled) StatusWithoutPeers(context.Context) (*ipnstate.Status, error) {
@@ -46,7 +52,16 @@ func (f *doctorFakeTailscaled) GetServeConfig(context.Context) (*ipn.ServeConfig
 
 func withDoctorTailscaled(t *testing.T, f *doctorFakeTailscaled) {
 	doctorLocalAPI = f
-	t.Cleanup(func() { doctorLocalAPI = nil })
+	doctorTailscaledArgs = func(context.Context) ([]string, error) {
+		if f.args == nil {
+			return []string{"/usr/sbin/tailscaled", "--state=/var/lib/tailscale/tailscaled.state", "--socket=/run/tailscale/tailscaled.sock", "--port=41641"}, nil
+		}
+		return f.args, nil
+	}
+	if f.noArgsSeam {
+		doctorTailscaledArgs = nil
+	}
+	t.Cleanup(func() { doctorLocalAPI, doctorTailscaledArgs = nil, nil })
 }
 
 // TestDoctor: one line per check; exit 0 when nothing FAILs, 1 when something does.
@@ -87,6 +102,14 @@ func TestDoctor(t *testing.T) {
 	if st != 1 || !strings.Contains(out, "FAIL tailscale ssh: on while Serve publishes the TCP door") ||
 		!strings.Contains(out, "— fix: publish the unix-socket door instead: fleet serve --socket /run/user/") {
 		t.Fatalf("S5e ssh on: exit %d\n%s", st, out)
+	}
+
+	// S5e: so is the TCP door beside tailscaled's outbound proxy.
+	withDoctorTailscaled(t, &doctorFakeTailscaled{proxy: "http://" + addr, args: []string{"tailscaled", "--socks5-server=localhost:1055"}})
+	st, out, _ = runFleet("doctor", "--state-dir", home)
+	if st != 1 || !strings.Contains(out, "FAIL tailscaled proxy: on (--socks5-server=localhost:1055) while Serve publishes the TCP door") ||
+		!strings.Contains(out, "(or run tailscaled without --socks5-server, which Tailscale's container sets from TS_SOCKS5_SERVER)") {
+		t.Fatalf("S5e outbound proxy: exit %d\n%s", st, out)
 	}
 
 	withDoctorTailscaled(t, &doctorFakeTailscaled{down: true})
@@ -147,5 +170,47 @@ func TestServeSocketFlag(t *testing.T) {
 	st, _, errs = runFleet("serve", "--state-dir", home, "--port", "1", "--tailscaled-uid", "0", "--socket", filepath.Join(tmp, "run", "serve.sock"))
 	if st != 1 || !strings.Contains(errs, "below /tmp") || !strings.Contains(errs, "S5e") {
 		t.Fatalf("socket below /tmp: exit %d, stderr %q", st, errs)
+	}
+}
+
+// TestDoctorReadsTailscaledArgs_S5e: fleet doctor reads the command line of the process that
+// listens on --tailscale-socket (here this test, whose command line turns on no proxy), as fleet
+// serve does; one it cannot read beside the published TCP door is a FAIL, as fleet refuses that
+// door (401 tcp-forwardable).
+func TestDoctorReadsTailscaledArgs_S5e(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("peercred.SocketServerArgs reads /proc")
+	}
+	home := filepath.Join(t.TempDir(), "state")
+	startSupervisor(t, home)
+	b, err := os.ReadFile(filepath.Join(state.FleetDir(home), state.AddrFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := strings.TrimSpace(string(b))
+	sock := filepath.Join(testdirs.Private(t), "tailscaled.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	withDoctorTailscaled(t, &doctorFakeTailscaled{proxy: "http://" + addr, noArgsSeam: true})
+	st, out, _ := runFleet("doctor", "--state-dir", home, "--tailscale-socket", sock)
+	if st != 0 || !strings.Contains(out, "OK   tailscaled proxy: no outbound proxy") {
+		t.Fatalf("tailscaled's command line from %s: exit %d\n%s", sock, st, out)
+	}
+	ln.Close()
+	st, out, _ = runFleet("doctor", "--state-dir", home, "--tailscale-socket", sock)
+	if st != 1 || !strings.Contains(out, "FAIL tailscaled proxy: perhaps on (tailscaled's command line cannot be read: ") {
+		t.Fatalf("nobody on %s: exit %d\n%s", sock, st, out)
 	}
 }

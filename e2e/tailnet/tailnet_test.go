@@ -674,21 +674,25 @@ func TestTailnet(t *testing.T) {
 		f.forwarded(t, f.mustDo(t, f.alice, "GET", path), path, f.alice.login, f.alice.ip)
 	})
 
+	// tsnet's LocalAPI has no socket to find tailscaled's process by: its command line is this
+	// process's, as the supervisor is told (startFixture).
+	tsArgs := func(context.Context) ([]string, error) { return os.Args, nil }
 	t.Run("doctor_healthy_serve_config", func(t *testing.T) {
-		checks := doctor.Run(f.ctx, doctor.Config{StateHome: f.home, LocalAPI: f.sup.lc, Port: f.port})
+		checks := doctor.Run(f.ctx, doctor.Config{StateHome: f.home, LocalAPI: f.sup.lc, Port: f.port, TailscaledArgs: tsArgs})
 		var report strings.Builder
 		for _, c := range checks {
 			report.WriteString(c.String() + "\n")
 		}
 		t.Logf("fleet doctor against sup's LocalAPI:\n%s", report.String())
 		wantStatus := map[string]doctor.Status{
-			"tailscaled":      doctor.OK,
-			"tailscaled mode": doctor.Warn, // tsnet is userspace networking
-			"tailscale serve": doctor.OK,
-			"funnel":          doctor.OK,
-			"state folder":    doctor.OK,
-			"fleet.token":     doctor.OK,
-			"supervisor":      doctor.OK,
+			"tailscaled":       doctor.OK,
+			"tailscaled mode":  doctor.Warn, // tsnet is userspace networking
+			"tailscale serve":  doctor.OK,
+			"tailscaled proxy": doctor.OK,
+			"funnel":           doctor.OK,
+			"state folder":     doctor.OK,
+			"fleet.token":      doctor.OK,
+			"supervisor":       doctor.OK,
 		}
 		for _, c := range checks {
 			if w, ok := wantStatus[c.Name]; ok {
@@ -715,7 +719,7 @@ func TestTailnet(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { f.sup.lc.SetServeConfig(f.ctx, f.serveConfig()) })
-		checks := doctor.Run(f.ctx, doctor.Config{StateHome: f.home, LocalAPI: f.sup.lc, Port: f.port})
+		checks := doctor.Run(f.ctx, doctor.Config{StateHome: f.home, LocalAPI: f.sup.lc, Port: f.port, TailscaledArgs: tsArgs})
 		var report strings.Builder
 		for _, c := range checks {
 			report.WriteString(c.String() + "\n")
