@@ -4,8 +4,11 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
+	"log"
 	"net"
 	"net/http"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -91,9 +94,7 @@ func (cs *ConnServer) Serve(ln net.Listener) error {
 			var ne interface{ Temporary() bool }
 			if errors.As(err, &ne) && ne.Temporary() {
 				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
-				if cs.Server.ErrorLog != nil {
-					cs.Server.ErrorLog.Printf("accept error: %v; retrying in %v", err, delay)
-				}
+				cs.logf("accept error: %v; retrying in %v", err, delay)
 				time.Sleep(delay)
 				continue
 			}
@@ -323,16 +324,18 @@ const (
 
 // A fastConn is one connection in the fast loop.
 type fastConn struct {
-	cs    *ConnServer
-	c     net.Conn
-	state atomic.Int32
-	ctx   context.Context
-	br    *bufio.Reader
-	rr    requestReader // its requests (fastread.go)
-	ex    exchange      // the Hop's reusable state for this connection (exchange.go)
+	cs     *ConnServer
+	c      net.Conn
+	state  atomic.Int32
+	ctx    context.Context
+	br     *bufio.Reader
+	rr     requestReader // its requests (fastread.go)
+	ex     exchange      // the Hop's reusable state for this connection (exchange.go)
+	handed bool          // handed to net/http's server (handOver): no longer this loop's to close
 }
 
 func (fc *fastConn) serve() {
+	defer fc.recoverPanic() // once per connection, not per request
 	cs := fc.cs
 	fc.ctx = context.WithValue(context.Background(), http.LocalAddrContextKey, fc.c.LocalAddr())
 	if cs.ConnContext != nil {
@@ -393,6 +396,47 @@ func (fc *fastConn) serve() {
 	fastReaders.Put(fc.br)
 }
 
+// recoverPanic, deferred by serve, ends a connection whose serving panicked (in Prepare, the
+// Door's judgement, the exchange…) as net/http's server ends one whose handler panicked: the
+// panic and its stack are logged (ErrorLog: a warning, SPEC S9), the caller's connection is
+// closed with nothing more written to it, and so is the console connection the exchange held
+// (never put back in the pool: in what state it was left is unknown). The worker goes on to its
+// next connection. A connection already handed to net/http is net/http's; nothing of this one's
+// is reused (its buffers are left to the garbage collector).
+func (fc *fastConn) recoverPanic() {
+	p := recover()
+	if p == nil {
+		return
+	}
+	const size = 64 << 10
+	buf := make([]byte, size)
+	buf = buf[:runtime.Stack(buf, false)]
+	fc.cs.logf("http: panic serving %v: %v\n%s", fc.c.RemoteAddr(), p, buf)
+	if uc := fc.ex.uc; uc != nil {
+		fc.ex.uc = nil
+		uc.close()
+	}
+	if !fc.handed {
+		fc.state.Store(connClosed)
+		fc.cs.forget(fc)
+		fc.c.Close()
+	}
+}
+
+// logf logs an operational error of the loop (an accept error, a panic) as net/http's server
+// logs its own: to Server.ErrorLog (NewServer makes each line a warning), else as a warning to
+// the Door's log, else to the log package's standard logger.
+func (cs *ConnServer) logf(format string, args ...any) {
+	switch {
+	case cs.Server != nil && cs.Server.ErrorLog != nil:
+		cs.Server.ErrorLog.Printf(format, args...)
+	case cs.Door != nil && cs.Door.Log != nil:
+		cs.Door.Log.Warn("fleet.http-error", "error", fmt.Sprintf(format, args...))
+	default:
+		log.Printf(format, args...)
+	}
+}
+
 // fastReaders are the fast loop's read buffers, kept for the next connection when one closes (a
 // connection handed to net/http keeps its own: it may still hold bytes for it).
 var fastReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, fastReadBuffer) }}
@@ -435,6 +479,7 @@ func (fc *fastConn) handOver(head string, p *prejudged) {
 	if head != "" {
 		h.prefix = []byte(head)
 	}
+	fc.handed = true
 	if !fc.cs.handoff.give(h) {
 		fc.c.Close()
 	}

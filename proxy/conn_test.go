@@ -1166,3 +1166,230 @@ func waitUntil(t *testing.T, cond func() bool, what string) {
 		}
 	}
 }
+
+// TestConnPrejudgedVerdictTakenOnce_S3: the verdict the fast loop hands to net/http with a
+// connection is applied to that request only. A redirect (308, the connection kept) followed on
+// the same connection by the same request line carrying an assertion header: the second is
+// judged afresh, 400 assertion-sent, not given the first one's redirect.
+func TestConnPrejudgedVerdictTakenOnce_S3(t *testing.T) {
+	d := startTestDoor(t)
+	before := d.alpha.count()
+	rs := d.rawMany(serveReq("GET", "/c/alpha")+serveReq("GET", "/c/alpha", "X-Phase-Console-Fleet: x"), 2)
+	if rs[0].status != http.StatusPermanentRedirect {
+		t.Errorf("first: %d %q, want 308", rs[0].status, rs[0].reason)
+	}
+	if rs[1].status != http.StatusBadRequest || rs[1].reason != "assertion-sent" {
+		t.Errorf("second, same request line with an assertion header: %d %q, want 400 assertion-sent",
+			rs[1].status, rs[1].reason)
+	}
+	if n := d.alpha.count(); n != before {
+		t.Errorf("the console saw %d requests, want none", n-before)
+	}
+}
+
+// stallConn is a console connection whose goroutine is held up (descheduled, throttled, the
+// machine suspended) for longer than answerGrace right after the exchange set its grace
+// deadline, the first stalls times only: before it has looked at the socket or written anything.
+type stallConn struct {
+	*net.TCPConn
+	stalls *atomic.Int32
+}
+
+func (c stallConn) SetReadDeadline(t time.Time) error {
+	err := c.TCPConn.SetReadDeadline(t)
+	if d := time.Until(t); !t.IsZero() && d > 0 && d <= answerGrace && c.stalls.Add(-1) >= 0 {
+		time.Sleep(d + 20*time.Millisecond)
+	}
+	return err
+}
+
+// downRecorder is a DownMarker that records the consoles it is told are down.
+type downRecorder struct {
+	mu  sync.Mutex
+	ids []string
+}
+
+func (r *downRecorder) MarkDown(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ids = append(r.ids, id)
+}
+
+func (r *downRecorder) marked() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.ids...)
+}
+
+// TestConnGraceSpentBeforeSendNotConsoleDown_S8: when the fast exchange's 100 ms grace runs out
+// before it has looked at the console's connection (its goroutine held up between setting the
+// deadline and rc.Read, which checks the deadline before it calls send), nothing has been sent:
+// that is no failed exchange. The grace is armed again and the request goes out and is answered;
+// the console, which never failed, is not answered for as 502 console-down nor shown down. (On a
+// kept connection the one retry of a GET on a fresh connection would hide a single stall, so
+// this is the first exchange, on a connection dialled for it; a second stall in a row is a
+// pause of over 100 ms at that very point again, and is armed again too.)
+func TestConnGraceSpentBeforeSendNotConsoleDown_S8(t *testing.T) {
+	for _, stalls := range []int32{1, 2} {
+		t.Run(fmt.Sprintf("%d stalls", stalls), func(t *testing.T) {
+			var left atomic.Int32
+			down := &downRecorder{}
+			dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+				var dl net.Dialer
+				c, err := dl.DialContext(ctx, network, addr)
+				if err != nil {
+					return nil, err
+				}
+				return stallConn{c.(*net.TCPConn), &left}, nil
+			}
+			d := startTestDoor(t, func(door *Door) { door.Hop = NewHop(door.Log, down, dial) })
+			fast := countFast(t)
+			before := d.alpha.count()
+			left.Store(stalls)
+			r := d.raw(serveReq("GET", "/c/alpha/x"))
+			if n := fast(); n != 1 {
+				t.Fatalf("the fast loop served %d requests, want 1", n)
+			}
+			if r.status != http.StatusOK || r.body != "echo /x" {
+				t.Errorf("got %d %q %q; want 200 \"echo /x\" (nothing had been sent)", r.status, r.reason, r.body)
+			}
+			if n := d.alpha.count(); n != before+1 {
+				t.Errorf("the console saw %d requests, want 1", n-before)
+			}
+			if ids := down.marked(); len(ids) != 0 {
+				t.Errorf("console(s) %q marked down; the console never failed", ids)
+			}
+			if left.Load() > 0 {
+				t.Errorf("%d stall(s) left: the exchange did not arm its grace as often as it meant to", left.Load())
+			}
+		})
+	}
+}
+
+// wantPanicLogged wants exactly one warning since logsBefore that reports a panic in serving a
+// connection, with why and its stack (SPEC S9: logged at warning level or above, never hidden).
+func wantPanicLogged(t *testing.T, d *testDoor, why string) {
+	t.Helper()
+	var got []map[string]any
+	for _, l := range d.logs.Events("fleet.http-error") {
+		if e, _ := l["error"].(string); strings.Contains(e, "panic serving") {
+			got = append(got, l)
+		}
+	}
+	if len(got) != 1 {
+		t.Fatalf("%d log lines of a panic, want 1; the log:\n%s", len(got), d.logs.String())
+	}
+	e, _ := got[0]["error"].(string)
+	if got[0]["level"] != "WARN" || !strings.Contains(e, why) || !strings.Contains(e, "goroutine ") ||
+		!strings.Contains(e, "proxy.(*fastConn).serve(") {
+		t.Errorf("the panic's log line: %v; want a warning with %q and the stack", got[0], why)
+	}
+}
+
+// TestConnPanicRecovered_S9: a panic while the fast loop serves a connection (here in Prepare,
+// before the Door judges) does not take the supervisor down, as net/http's server recovers one in
+// a handler: it is logged at warning level with its stack, that connection is closed with
+// nothing written to it (an earlier request on it answered first), and the worker goes on to
+// serve the next connection.
+func TestConnPanicRecovered_S9(t *testing.T) {
+	d := startTestDoor(t)
+	d.cs.mu.Lock()
+	d.cs.Prepare = func(r *http.Request) {
+		if r.URL.Path == "/c/alpha/panic" {
+			panic("Prepare panics on purpose")
+		}
+	}
+	d.cs.mu.Unlock()
+	fast := countFast(t)
+	before := d.alpha.count()
+
+	conn := d.dial()
+	defer conn.Close()
+	br := bufio.NewReader(conn)
+	io.WriteString(conn, crlf(serveReq("GET", "/c/alpha/before")+serveReq("GET", "/c/alpha/panic")))
+	if res, body := readAnswer(t, br, "GET"); res.StatusCode != http.StatusOK || body != "echo /before" {
+		t.Errorf("the request before the panic: %d %q, want 200", res.StatusCode, body)
+	}
+	wantClosed(t, conn, br, "the connection whose serving panicked")
+	wantPanicLogged(t, d, "Prepare panics on purpose")
+	if paths := pathsOf(d.alpha.Since(before)); !slices.Equal(paths, []string{"/before"}) {
+		t.Errorf("the console saw %q, want /before only", paths)
+	}
+	// The worker that recovered waits for the next connection, and serves it.
+	waitUntil(t, func() bool { all, waiting := workersOf(d.cs); return all == 1 && waiting == 1 },
+		"the worker to wait for the next connection")
+	r := d.raw(serveReq("GET", "/c/alpha/after"))
+	if r.status != http.StatusOK || r.body != "echo /after" {
+		t.Errorf("the next connection: %d %q %q, want 200", r.status, r.reason, r.body)
+	}
+	if n := fast(); n != 2 {
+		t.Errorf("the fast loop served %d requests, want 2 (before and after)", n)
+	}
+	if all, _ := workersOf(d.cs); all != 1 {
+		t.Errorf("%d workers, want the one that recovered", all)
+	}
+}
+
+// panicConn is a console connection whose Write panics, the first panics times, and which counts
+// its Closes.
+type panicConn struct {
+	*net.TCPConn
+	panics, closes *atomic.Int32
+}
+
+func (c panicConn) Write(p []byte) (int, error) {
+	if c.panics.Add(-1) >= 0 {
+		panic("the console connection's Write panics on purpose")
+	}
+	return c.TCPConn.Write(p)
+}
+
+func (c panicConn) Close() error {
+	c.closes.Add(1)
+	return c.TCPConn.Close()
+}
+
+// TestConnPanicInExchange_S9: a panic in the middle of a fast exchange, with a console
+// connection in hand, closes that console connection too: it is never put back in the pool (the
+// next exchange dials a new one), and the console is not shown down. The panic is logged with
+// its stack, the caller's connection closed, and the next connection served.
+func TestConnPanicInExchange_S9(t *testing.T) {
+	var panics, closes, dials atomic.Int32
+	down := &downRecorder{}
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		var dl net.Dialer
+		c, err := dl.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		dials.Add(1)
+		return panicConn{c.(*net.TCPConn), &panics, &closes}, nil
+	}
+	d := startTestDoor(t, func(door *Door) { door.Hop = NewHop(door.Log, down, dial) })
+	fast := countFast(t)
+
+	if r := d.raw(serveReq("GET", "/c/alpha/one")); r.status != http.StatusOK { // a kept console connection
+		t.Fatalf("first: %d %q", r.status, r.reason)
+	}
+	panics.Store(1)
+	conn := d.dial()
+	defer conn.Close()
+	io.WriteString(conn, crlf(serveReq("GET", "/c/alpha/panic")))
+	wantClosed(t, conn, nil, "the connection whose exchange panicked")
+	wantPanicLogged(t, d, "Write panics on purpose")
+	if n := closes.Load(); n != 1 {
+		t.Errorf("%d console connections closed, want the one the exchange held", n)
+	}
+	if r := d.raw(serveReq("GET", "/c/alpha/after")); r.status != http.StatusOK || r.body != "echo /after" {
+		t.Errorf("after the panic: %d %q %q, want 200", r.status, r.reason, r.body)
+	}
+	if n := dials.Load(); n != 2 {
+		t.Errorf("%d console connections dialled, want 2 (the one closed is not kept)", n)
+	}
+	if n := fast(); n != 3 {
+		t.Errorf("the fast loop served %d requests, want 3", n)
+	}
+	if ids := down.marked(); len(ids) != 0 {
+		t.Errorf("console(s) %q marked down; the console never failed", ids)
+	}
+}

@@ -4,6 +4,9 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"strings"
+
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/phase-console/fleet/contract"
 )
@@ -96,7 +99,8 @@ type TokenSource interface {
 // console request goes on:
 //
 //  7. CONNECT and TRACE are 405 method (one would tunnel past the hop, the other echo the assertion);
-//  8. the door's caller verification (Callers);
+//  8. the door's caller verification (Callers); a login that a header cannot carry exactly as
+//     verified (a control byte, a tab, a space at either end) is 401 unverified;
 //  9. an unknown console is 404 unknown-console;
 //  10. a token that cannot be read is 503 no-token;
 //
@@ -110,8 +114,12 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case v.refusal != nil:
 		d.refuse(w, r, v.refusal)
 	case v.redirect != "":
+		defer AnswerItself(w, r)() // the redirect reads no body (unreadBody)
 		http.Redirect(w, r, v.redirect, http.StatusPermanentRedirect)
 	case v.page:
+		// A page may answer without reading a body (a refusal, the index): none is left to
+		// net/http's reading with no deadline, whatever the page does (unreadBody).
+		defer AnswerItself(w, r)()
 		d.Pages.ServeHTTP(w, r)
 	default:
 		d.Hop.Forward(w, r, &v.target)
@@ -190,6 +198,14 @@ func (d *Door) judgeConsole(r *http.Request, route Route) verdict {
 		// Fail closed: a verifier that names nobody has verified nobody.
 		return verdict{refusal: Refuse(http.StatusInternalServerError, "internal", "the door verified no caller")}
 	}
+	if !assertableLogin(who.Login) {
+		// S5, S6: the login asserted is the login verified, byte for byte. One that a header
+		// cannot carry as it is (a control byte, a tab, a space at either end) would be refused
+		// by net/http's Transport and cleaned up by the fast loop's writer: neither asserts it.
+		// The login itself is not logged: it may hold control bytes.
+		return verdict{refusal: Refuse(http.StatusUnauthorized, "unverified",
+			"the verified login cannot be asserted as it is: it is not a plain header value")}
+	}
 	addr, ok := d.Consoles.Lookup(route.ID)
 	if !ok {
 		return verdict{refusal: Refuse(http.StatusNotFound, "unknown-console", "no console is registered with that id")}
@@ -209,6 +225,27 @@ func (d *Door) judgeConsole(r *http.Request, route Route) verdict {
 		Proto:     RequestProto(r, d.FromServe),
 	}}
 }
+
+// assertableLogin reports whether login can be asserted on the hop exactly as verified: a field
+// value (validFieldValue) without a tab anywhere.
+func assertableLogin(login string) bool {
+	return validFieldValue(login) && strings.IndexByte(login, '\t') < 0
+}
+
+// validFieldValue reports whether v is a field value as RFC 9110 (5.5) has it, which every
+// parser reads back byte for byte: no control byte but tab (httpguts.ValidHeaderFieldValue), and
+// no space or tab at either end (every parser trims those). The empty value is one.
+func validFieldValue(v string) bool {
+	if v == "" {
+		return true
+	}
+	if isBlank(v[0]) || isBlank(v[len(v)-1]) {
+		return false
+	}
+	return httpguts.ValidHeaderFieldValue(v)
+}
+
+func isBlank(b byte) bool { return b == ' ' || b == '\t' }
 
 // refuse writes ref (one fleet.rejected line, SPEC S11) and tells Refused.
 func (d *Door) refuse(w http.ResponseWriter, r *http.Request, ref *Refusal) {

@@ -5,6 +5,7 @@ package proxy
 // bytes over a real listener.
 
 import (
+	"bufio"
 	"io"
 	"net"
 	"net/http"
@@ -206,6 +207,89 @@ func TestIdentityFamiliesOddSpellings_S4(t *testing.T) {
 			if strings.Contains(v, "mallory") {
 				t.Errorf("console saw %s: %s", k, v)
 			}
+		}
+	}
+}
+
+// TestUnsentBodyRefusedAndClosed_S9: a request that declares a body (Content-Length: 1000, or
+// chunked) and never sends it, to which the door answers itself without reading the body — a
+// refusal that would keep the connection (403, 404, 405), the redirect of /c/<id>, a page of the
+// door's own, the 502 of a console that is down, a refusal that closed the connection already —
+// gets its answer at once, with "Connection: close", and the connection is closed. To keep it,
+// net/http's server reads up to 256 KiB of that body with no deadline before it writes the
+// answer, and again when it closes the body after the handler (even when the answer closes the
+// connection): a caller could hold a goroutine and a descriptor for ever. (The read deadline is a
+// guard against that hang, not a timing assertion.)
+func TestUnsentBodyRefusedAndClosed_S9(t *testing.T) {
+	d := startTestDoor(t)
+	pages := startTestDoor(t, func(door *Door) {
+		door.Pages = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("X-Page", r.URL.Path) // answers without reading the body
+		})
+	})
+	gone := newEchoConsole(t)
+	d.setConsole("gone", gone.addr())
+	gone.Close()
+	const declared = "Content-Length: 1000"
+	rows := []struct {
+		name   string
+		door   *testDoor
+		req    string
+		status int
+		reason string
+	}{
+		{"S7 hooks", d, serveReq("POST", "/c/alpha/hooks", declared), http.StatusForbidden, "hooks"},
+		{"S7 hooks, chunked", d, serveReq("POST", "/c/alpha/hooks", "Transfer-Encoding: chunked"), http.StatusForbidden, "hooks"},
+		{"S8 unknown console", d, serveReq("POST", "/c/nosuch/x", declared), http.StatusNotFound, "unknown-console"},
+		{"S12 cross-origin", d, serveReq("POST", "/c/alpha/x", declared, "Origin: https://evil.example"), http.StatusForbidden, "cross-origin"},
+		{"method", d, serveReq("TRACE", "/c/alpha/x", declared), http.StatusMethodNotAllowed, "method"},
+		{"no such page", d, serveReq("POST", "/fleet/v1/consoles", declared), http.StatusNotFound, "not-found"},
+		{"S7 redirect", d, serveReq("POST", "/c/alpha", declared), http.StatusPermanentRedirect, ""},
+		{"page", pages, serveReq("POST", "/fleet/v1/consoles", declared), http.StatusOK, ""},
+		{"S8 console down", d, serveReq("POST", "/c/gone/x", declared), http.StatusBadGateway, "console-down"},
+		// Closed already, but net/http still read the body when it closed it, with no deadline.
+		{"S3 assertion-sent", d, serveReq("POST", "/c/alpha/x", declared, "X-Phase-Console-Fleet: x"), http.StatusBadRequest, "assertion-sent"},
+	}
+	for _, row := range rows {
+		t.Run(row.name, func(t *testing.T) {
+			before := d.alpha.count()
+			conn := row.door.dial() // its deadline guards against the hang
+			defer conn.Close()
+			if _, err := io.WriteString(conn, crlf(row.req)); err != nil {
+				t.Fatal(err)
+			}
+			br := bufio.NewReader(conn)
+			method, _ := requestLine(row.req)
+			res, err := http.ReadResponse(br, &http.Request{Method: method})
+			if err != nil {
+				t.Fatalf("no answer: %v", err)
+			}
+			io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+			if res.StatusCode != row.status || res.Header.Get("X-Fleet-Reason") != row.reason {
+				t.Errorf("got %d %q, want %d %q", res.StatusCode, res.Header.Get("X-Fleet-Reason"), row.status, row.reason)
+			}
+			if !res.Close {
+				t.Errorf("the answer keeps the connection (Connection: %q)", res.Header.Get("Connection"))
+			}
+			wantClosed(t, conn, br, "the connection of a body never sent")
+			if n := d.alpha.count(); n != before {
+				t.Errorf("the console saw %d requests, want none", n-before)
+			}
+		})
+	}
+}
+
+// TestBodylessRefusalKeepsConnection_S7: a refusal that keeps the connection (403 hooks) still
+// keeps it for a request without a body, and for one whose body was all sent and is empty
+// (Content-Length: 0): the next request on it is served.
+func TestBodylessRefusalKeepsConnection_S7(t *testing.T) {
+	d := startTestDoor(t)
+	for _, extra := range [][]string{nil, {"Content-Length: 0"}} {
+		rs := d.rawMany(serveReq("POST", "/c/alpha/hooks", extra...)+serveReq("GET", "/c/alpha/x"), 2)
+		if rs[0].status != http.StatusForbidden || rs[0].reason != "hooks" || rs[1].status != http.StatusOK {
+			t.Errorf("%q: got %d %q then %d, want 403 hooks then 200 on the same connection", extra,
+				rs[0].status, rs[0].reason, rs[1].status)
 		}
 	}
 }

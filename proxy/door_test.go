@@ -3,6 +3,7 @@ package proxy
 import (
 	"net/http"
 	"net/netip"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -173,5 +174,102 @@ func TestConsoleDownMarked_S8(t *testing.T) {
 	defer d.own.mu.Unlock()
 	if len(d.own.down) != 1 || d.own.down[0] != "gone" {
 		t.Errorf("marked down: %q", d.own.down)
+	}
+}
+
+// loginVerifier verifies every caller as login, at aliceIP, byte for byte as it was given (what
+// tailscaled's WhoIs named, say), whatever it holds.
+type loginVerifier struct{ login string }
+
+func (v loginVerifier) VerifyCaller(*http.Request, string) (Caller, *Refusal) {
+	return Caller{Login: v.login, IP: netip.MustParseAddr(aliceIP)}, nil
+}
+
+// TestDoorUnassertableLoginRefused_S5_S6: a verified login that a header cannot carry exactly as
+// it was verified — a control byte (CR, LF, NUL, ESC, DEL), a tab, a space or tab at either end
+// (every parser trims those) — is refused 401 unverified by the Door's judgement, alike on both
+// paths: a GET that the fast loop judges and one that net/http serves (Content-Length: 0 is not
+// the fast loop's). It reaches the console under no login at all: not cleaned up (the fast
+// loop's writer once asserted "mallory@example.com\r\n" as "mallory@example.com"), and not taken
+// for a console that is down (net/http's Transport refuses such a value, and ReverseProxy's
+// answer was 502 console-down, the console marked down). Each refusal is logged once, and the
+// login is not in the log.
+func TestDoorUnassertableLoginRefused_S5_S6(t *testing.T) {
+	for _, login := range []string{
+		"mallory@example.com\r\n",
+		"\nmallory@example.com",
+		"mallory@example.com\r\nX-Phase-Console-Fleet-Login: alice@example.com",
+		"mallory@example.com\r",
+		" mallory@example.com",
+		"mallory@example.com ",
+		"\tmallory@example.com",
+		"mal\tlory@example.com",
+		"mallory\x00@example.com",
+		"mallory\x1b[31m@example.com",
+		"mallory\x7f@example.com",
+	} {
+		t.Run(strconv.Quote(login), func(t *testing.T) {
+			d := startTestDoor(t, func(door *Door) { door.Callers = loginVerifier{login} })
+			before := d.alpha.count()
+			for _, req := range []string{
+				serveReq("GET", "/c/alpha/slow", "Content-Length: 0"), // net/http's
+				serveReq("GET", "/c/alpha/fast"),                      // the fast loop's
+			} {
+				d.wantRejected(t, req, http.StatusUnauthorized, "unverified")
+			}
+			if n := d.alpha.count(); n != before {
+				t.Errorf("the console saw %d requests, want none", n-before)
+			}
+			d.own.mu.Lock()
+			if len(d.own.down) != 0 {
+				t.Errorf("console(s) %q marked down; no console failed", d.own.down)
+			}
+			d.own.mu.Unlock()
+			if logs := d.logs.String(); strings.Contains(logs, "mallory") || strings.Contains(logs, "lory@") {
+				t.Errorf("the login is in the log:\n%s", logs)
+			}
+		})
+	}
+}
+
+// TestDoorLoginAssertedAsVerified_S5_S6: a login that is a header value as it stands — inner
+// spaces, UTF-8, punctuation — is asserted byte for byte, by both paths.
+func TestDoorLoginAssertedAsVerified_S5_S6(t *testing.T) {
+	for _, login := range []string{"alice@example.com", "Ålice Ünder@exämple.com", "bob (work) <bob@example.com>"} {
+		t.Run(login, func(t *testing.T) {
+			d := startTestDoor(t, func(door *Door) { door.Callers = loginVerifier{login} })
+			for _, req := range []string{serveReq("GET", "/c/alpha/x", "Content-Length: 0"), serveReq("GET", "/c/alpha/x")} {
+				before := d.alpha.count()
+				d.wantForwarded(t, d.raw(req), before, login, "/x")
+			}
+		})
+	}
+}
+
+// fixedToken is a TokenSource that gives tok.
+type fixedToken string
+
+func (f fixedToken) Current() (string, error) { return string(f), nil }
+
+// TestHopUnwritableValueRefused_S6: a value of the hop's own that a header cannot carry as it is
+// (here a token with a line break: fleet's own fault, never the caller's or the console's) is
+// sent by neither path, cleaned up or not: both refuse 500 internal, and no console is shown down
+// (net/http's Transport would have refused the value and ReverseProxy answered 502 console-down).
+func TestHopUnwritableValueRefused_S6(t *testing.T) {
+	d := startTestDoor(t, func(door *Door) { door.Token = fixedToken("fleet-token\r\nX-Injected: 1") })
+	before := d.alpha.count()
+	for _, req := range []string{serveReq("GET", "/c/alpha/x", "Content-Length: 0"), serveReq("GET", "/c/alpha/x")} {
+		d.wantRejected(t, req, http.StatusInternalServerError, "internal")
+	}
+	if n := d.alpha.count(); n != before {
+		t.Errorf("the console saw %d requests, want none", n-before)
+	}
+	d.own.mu.Lock()
+	defer d.own.mu.Unlock()
+	if len(d.own.down) != 0 {
+		t.Errorf("console(s) %q marked down; no console failed", d.own.down)
+	}
+	if strings.Contains(d.logs.String(), "fleet-token") {
+		t.Error("the token is in the log")
 	}
 }

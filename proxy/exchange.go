@@ -35,10 +35,13 @@ type exchange struct {
 	closes bool   // the caller's Connection says "close"
 	target Target // where out goes and what the hop asserts (a copy: the caller's need not escape)
 	answer answerReader
+	// uc is the console connection the exchange holds (nil, or closed already, once it is put
+	// back in the pool): what the fast loop closes when serving the connection panics.
+	uc *upConn
 }
 
 func (ex *exchange) release() {
-	ex.out, ex.url, ex.lines, ex.closes, ex.target = http.Request{}, url.URL{}, "", false, Target{}
+	ex.out, ex.url, ex.lines, ex.closes, ex.target, ex.uc = http.Request{}, url.URL{}, "", false, Target{}, nil
 	ex.answer.release()
 }
 
@@ -65,7 +68,7 @@ func (h *Hop) exchange(ex *exchange, caller net.Conn, r *http.Request, lines str
 	if fastServedHook != nil {
 		fastServedHook()
 	}
-	if t.Token == "" || t.Login == "" || t.Addr == "" || t.Path == "" || t.Path[0] != '/' || t.ClientIP == "" {
+	if !t.complete() {
 		return h.writeFast(caller, r, func(w http.ResponseWriter) {
 			WriteRefusal(w, r, h.log, Refuse(http.StatusInternalServerError, "internal", "the hop was not given what it asserts"))
 		})
@@ -80,6 +83,7 @@ func (h *Hop) exchange(ex *exchange, caller net.Conn, r *http.Request, lines str
 		var err error
 		var reused bool
 		uc, reused, err = h.pool.take(r.Context(), t.Addr)
+		ex.uc = uc
 		if err == nil {
 			uc.caller = caller
 			res, err = uc.roundTrip(ex)
@@ -96,6 +100,11 @@ func (h *Hop) exchange(ex *exchange, caller net.Conn, r *http.Request, lines str
 		}
 		if err == errCallerGone {
 			return h.writeFast(caller, r, func(w http.ResponseWriter) { h.answerFailed(w, r, &forward{t: *t}, err) })
+		}
+		if err == errUnwritable { // nothing was sent, and the console is not at fault
+			return h.writeFast(caller, r, func(w http.ResponseWriter) {
+				WriteRefusal(w, r, h.log, Refuse(http.StatusInternalServerError, "internal", "the hop made a request it cannot write"))
+			})
 		}
 		if reused && err == errStale {
 			continue // nothing was sent on it: the next kept one, or a new one
@@ -167,6 +176,7 @@ func (h *Hop) exchange(ex *exchange, caller net.Conn, r *http.Request, lines str
 	if res.Close || uc.br.Buffered() > 0 {
 		uc.close() // the console's connection ends; the caller's goes on
 	} else {
+		ex.uc = nil // another exchange may take it now
 		h.pool.put(uc)
 	}
 	return cw.Flush() == nil && !r.Close

@@ -30,6 +30,22 @@ type Target struct {
 	Proto     string // "http" or "https", for X-Forwarded-Proto
 }
 
+// assertable reports whether every value the hop asserts from t is a field value as it stands
+// (validFieldValue): what both hops write on the console's request exactly as it is, or not at
+// all. The Door's judgement refuses a login that is not (401 unverified); the rest are fleet's own.
+func (t *Target) assertable() bool {
+	return validFieldValue(t.Login) && validFieldValue(t.Token) && validFieldValue(t.ClientIP) &&
+		validFieldValue(t.Host) && validFieldValue(t.Proto) && validFieldValue(t.ConsoleID)
+}
+
+// complete reports whether t holds all that the hop needs, each value assertable as it is: a
+// Target that does not is refused by both hops (500 internal), never sent — not half-written,
+// not cleaned up, and not taken for a console that is down.
+func (t *Target) complete() bool {
+	return t.Token != "" && t.Login != "" && t.Addr != "" && t.Path != "" && t.Path[0] == '/' && t.ClientIP != "" &&
+		t.assertable()
+}
+
 // A Hop forwards judged requests to consoles. It is safe for concurrent use; its exported fields
 // must be set before its first Forward.
 type Hop struct {
@@ -146,9 +162,9 @@ func (w warnWriter) Write(p []byte) (int, error) {
 
 // Forward sends r to t. The caller has already judged r (CheckNoAssertion, JudgePath, CheckUpgrade,
 // CheckOrigin) and verified who is calling; Forward refuses (and never forwards) a Target without
-// a token, a login or an address.
+// a token, a login or an address, or with a value that a header cannot carry as it is (complete).
 func (h *Hop) Forward(w http.ResponseWriter, r *http.Request, t *Target) {
-	if t.Token == "" || t.Login == "" || t.Addr == "" || t.Path == "" || t.Path[0] != '/' || t.ClientIP == "" {
+	if !t.complete() {
 		WriteRefusal(w, r, h.log, Refuse(http.StatusInternalServerError, "internal", "the hop was not given what it asserts"))
 		return
 	}
@@ -220,6 +236,13 @@ func (h *Hop) answerFailed(w http.ResponseWriter, r *http.Request, f *forward, e
 	id := ""
 	if f != nil {
 		id = f.t.ConsoleID
+	}
+	if unreadBody(r) {
+		// A forward that failed may have left the caller's body unread (a console down is
+		// never sent a byte of it): this answer closes the connection, and nothing more is
+		// read of it (unreadBody, leaveBody).
+		w.Header().Set("Connection", "close")
+		defer leaveBody(w)
 	}
 	// A cut body also ends the request's context (net/http cancels it when a read of the
 	// connection fails), so the error may say "canceled": ask the body itself.

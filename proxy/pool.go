@@ -137,9 +137,19 @@ func (uc *upConn) roundTrip(ex *exchange) (*http.Response, error) {
 		}
 	} else {
 		uc.sent, uc.stale, uc.sendErr = false, false, nil
-		uc.c.SetReadDeadline(time.Now().Add(answerGrace))
 		uc.graced = true
-		err := uc.rc.Read(uc.sendFn)
+		var err error
+		for {
+			uc.c.SetReadDeadline(time.Now().Add(answerGrace))
+			err = uc.rc.Read(uc.sendFn)
+			if uc.sent || !errors.Is(err, os.ErrDeadlineExceeded) {
+				break
+			}
+			// rc.Read found the grace over before it called send: this goroutine was held up
+			// (descheduled, throttled, the machine suspended) between the two. Nothing was
+			// looked at or written; arm the grace again and send now. Only a pause of over
+			// answerGrace at this very point comes here again.
+		}
 		if err != nil && uc.sent && !uc.stale && uc.sendErr == nil && errors.Is(err, os.ErrDeadlineExceeded) {
 			// Sent, and no answer yet: readAnswer waits for it (its first read finds anything
 			// that came since), watching the caller.

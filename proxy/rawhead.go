@@ -19,8 +19,8 @@ import (
 // the console; removeHopByHop, ScrubConsoleAnswer and writeAnswerHead for the caller), names
 // made canonical as textproto makes them, in the order they came. Measured, reading a head into a
 // map, changing the map and writing it out again was ~2 µs of a small answer's ~10 µs of user
-// time (bench/RESULTS.md). FuzzConsoleHead and FuzzFastAnswer hold both writers to the map
-// path's heads on the same bytes.
+// time (bench/RESULTS.md). FuzzFastHead (checkConsoleHead) and FuzzFastAnswer hold both writers
+// to the map path's heads on the same bytes.
 //
 // Both rely on what the admission made sure of: each line is "name:value" ended by CRLF, the name
 // a token, the value a valid field value (no CR, LF or other control byte but tab), none folded;
@@ -35,9 +35,13 @@ import (
 // the hop's X-Forwarded-* and both assertion headers (S6) — what ReverseProxy sends for the same
 // request. lines are the request's header lines as fastHead admitted them, up to and including
 // the empty line.
+//
+// The hop's own values (t) are written exactly as they are, never cleaned up: a value that is not
+// a field value as it stands (Target.assertable) is errUnwritable, and nothing at all is written
+// (a cleaned-up login would be a login other than the one verified).
 func writeConsoleHead(w *bufio.Writer, method, uri, lines string, closes bool, t *Target) error {
-	if !httpguts.ValidHostHeader(t.Addr) || strings.ContainsFunc(uri, isCTL) {
-		return errors.New("proxy: the hop made a request it cannot write")
+	if !httpguts.ValidHostHeader(t.Addr) || strings.ContainsFunc(uri, isCTL) || !t.assertable() {
+		return errUnwritable
 	}
 	w.WriteString(method)
 	w.WriteByte(' ')
@@ -68,8 +72,8 @@ func writeConsoleHead(w *bufio.Writer, method, uri, lines string, closes bool, t
 	writeAssertion(w, "X-Forwarded-For", t.ClientIP)
 	writeAssertion(w, "X-Forwarded-Host", t.Host)
 	writeAssertion(w, "X-Forwarded-Proto", t.Proto)
-	w.WriteString("X-Forwarded-Prefix: /c/") // the judged id: a segment without spaces or controls
-	writeFieldValue(w, t.ConsoleID)
+	w.WriteString("X-Forwarded-Prefix: /c/")
+	w.WriteString(t.ConsoleID)
 	w.WriteString("\r\n")
 	writeAssertion(w, contract.HeaderFleet, t.Token)
 	writeAssertion(w, contract.HeaderFleetLogin, t.Login)
@@ -77,12 +81,16 @@ func writeConsoleHead(w *bufio.Writer, method, uri, lines string, closes bool, t
 	return err
 }
 
-// writeAssertion writes one of the hop's own lines: its value made safe as net/http's Header.Write
-// makes it (writeFieldValue), whatever it holds.
+// errUnwritable is a console request that writeConsoleHead will not write: a value of the hop's
+// own that a header cannot carry as it is. Nothing was written; it is no fault of the console's.
+var errUnwritable = errors.New("proxy: the hop made a request it cannot write")
+
+// writeAssertion writes one of the hop's own lines, its value as it is (writeConsoleHead has
+// checked it: Target.assertable).
 func writeAssertion(w *bufio.Writer, name, value string) {
 	w.WriteString(name)
 	w.WriteString(": ")
-	writeFieldValue(w, value)
+	w.WriteString(value)
 	w.WriteString("\r\n")
 }
 

@@ -22,19 +22,58 @@ import (
 )
 
 // rawHeadTargets are the Targets the console heads are written for: an ordinary one, and one
-// whose asserted values hold what a header value must never carry as it is.
+// whose values are unusual but field values as they stand (inner spaces and a tab, UTF-8, an
+// empty Host, an IPv6 console, a path with a space, % and é).
 var rawHeadTargets = []Target{
 	{ConsoleID: "app", Addr: "127.0.0.1:9001", Path: "/static/main.js", Login: "alice@example.com",
 		Token: "tok-123", ClientIP: "100.64.0.7", Host: "box.tail1234.ts.net", Proto: "https"},
-	{ConsoleID: "a-b", Addr: "[::1]:9001", Path: "/a b/%/é", Login: " bob\r\nX-Injected: 1 ",
-		Token: "t\nk", ClientIP: "fd7a:115c:a1e0::1", Host: "", Proto: "http"},
+	{ConsoleID: "a-b", Addr: "[::1]:9001", Path: "/a b/%/é", Login: "Bob O'Neil\t<bob@exämple.com>",
+		Token: "t k", ClientIP: "fd7a:115c:a1e0::1", Host: "", Proto: "http"},
 }
 
+// unwritableTargets are rawHeadTargets[0] with one of the hop's values that a header cannot
+// carry as it is: a control byte (CR, LF, NUL, DEL), or a space or tab at either end, which every
+// parser trims. net/http's Header.Write would clean each up (CR and LF made spaces, the ends
+// trimmed) and assert a value other than the one given; writeConsoleHead writes none of them.
+var unwritableTargets = func() []Target {
+	var ts []Target
+	add := func(change func(*Target)) {
+		t := rawHeadTargets[0]
+		change(&t)
+		ts = append(ts, t)
+	}
+	for _, v := range []string{" bob\r\nX-Injected: 1 ", "alice@example.com\r\n", "\nalice@example.com",
+		"mallory@example.com\r\nX-Phase-Console-Fleet-Login: alice@example.com", " alice@example.com",
+		"alice@example.com\t", "a\x00b", "a\x7fb", "a\x1bb", "a\rb"} {
+		add(func(t *Target) { t.Login = v })
+	}
+	add(func(t *Target) { t.Token = "t\nk" })
+	add(func(t *Target) { t.Token = "tok " })
+	add(func(t *Target) { t.ClientIP = "100.64.0.7\r\nX-Forwarded-For: 1.2.3.4" })
+	add(func(t *Target) { t.Host = "box\r.example" })
+	add(func(t *Target) { t.Proto = "https\x00" })
+	add(func(t *Target) { t.ConsoleID = "app\n" })
+	add(func(t *Target) { t.Addr = "127.0.0.1:9001\r\nX: y" })
+	return ts
+}()
+
 // checkConsoleHead: the console's head written from head's lines (writeConsoleHead) is the one
-// the map path writes for want, ReadRequest's reading of head, for every rawHeadTargets.
+// the map path writes for want, ReadRequest's reading of head, for every rawHeadTargets; for
+// every unwritableTargets, writeConsoleHead fails having written nothing.
 func checkConsoleHead(t *testing.T, head []byte, want *http.Request) {
 	t.Helper()
 	_, lines, _ := strings.Cut(string(head), "\r\n")
+	u := url.URL{Path: "/x", RawQuery: want.URL.RawQuery}
+	for _, target := range unwritableTargets {
+		var got bytes.Buffer
+		w := bufio.NewWriterSize(&got, 16) // anything written would be flushed through
+		if err := writeConsoleHead(w, want.Method, u.RequestURI(), lines, want.Close, &target); err == nil {
+			t.Fatalf("writeConsoleHead(%q) for %+v: no error", head, target)
+		}
+		if got.Len() != 0 || w.Buffered() != 0 {
+			t.Fatalf("writeConsoleHead(%q) for %+v failed having written %q", head, target, got.Bytes())
+		}
+	}
 	for _, target := range rawHeadTargets {
 		u := url.URL{Path: target.Path, RawQuery: want.URL.RawQuery}
 		var got bytes.Buffer
@@ -165,5 +204,30 @@ func TestRawHeadsDropWhatTheMapPathDrops_S4_S6(t *testing.T) {
 		"Date: Mon, 30 Nov 2026 18:00:00 GMT\r\nContent-Length: 5\r\nConnection: close\r\n\r\n"
 	if b.String() != want {
 		t.Errorf("caller head\n%q\nwant\n%q", b.String(), want)
+	}
+}
+
+// TestConsoleHeadHopValuesNeverCleaned_S6: a value of the hop's own that a header cannot carry as
+// it is (unwritableTargets: CR, LF, NUL, ESC, DEL, a space or tab at either end) is never written
+// cleaned up, as net/http's Header.Write would write it ("alice@example.com\r\n" as
+// "alice@example.com"): writeConsoleHead fails (errUnwritable, which the exchange answers 500
+// internal, sending nothing) before it writes a byte — even for a head of caller lines longer
+// than the console connection's 4 KiB writer, which would otherwise have sent part of it.
+func TestConsoleHeadHopValuesNeverCleaned_S6(t *testing.T) {
+	lines := "Accept: */*\r\nX-Long: " + strings.Repeat("a", 6000) + "\r\n\r\n"
+	for _, target := range unwritableTargets {
+		var got bytes.Buffer
+		w := bufio.NewWriterSize(&got, 4<<10)
+		err := writeConsoleHead(w, "GET", "/x", lines, false, &target)
+		if err != errUnwritable || got.Len() != 0 || w.Buffered() != 0 {
+			t.Errorf("%+v: error %v, wrote %d bytes (%d buffered); want errUnwritable and nothing", target, err,
+				got.Len(), w.Buffered())
+		}
+	}
+	target := rawHeadTargets[0]
+	var got bytes.Buffer
+	w := bufio.NewWriter(&got)
+	if err := writeConsoleHead(w, "GET", "/x", lines, false, &target); err != nil {
+		t.Fatalf("an ordinary target: %v", err)
 	}
 }

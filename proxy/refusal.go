@@ -63,11 +63,54 @@ func WriteRefusal(w http.ResponseWriter, r *http.Request, log *slog.Logger, ref 
 		// The caller wrote what no honest client writes, is not who it must be, or reached the
 		// wrong door (a 421 is to be retried on another connection, RFC 9110): nothing after
 		// this answer rides on the same connection. 403, 404, 405 and 429 keep it, as a
-		// browser's next request on it is judged on its own.
+		// browser's next request on it is judged on its own — unless r has a body.
+		h.Set("Connection", "close")
+	case unreadBody(r):
+		// A body nobody read: to keep the connection, net/http's server would first read up
+		// to 256 KiB of it with no deadline, and a caller that declared a body it never sends
+		// would hold a goroutine and a descriptor for ever (S9).
 		h.Set("Connection", "close")
 	}
 	w.WriteHeader(ref.Status)
 	fmt.Fprintf(w, "<!doctype html><title>%d %s</title><h1>%d %s</h1><p>%s</p>\n",
 		ref.Status, html.EscapeString(ref.Reason), ref.Status, html.EscapeString(ref.Reason),
 		html.EscapeString(ref.Detail))
+	if unreadBody(r) {
+		leaveBody(w)
+	}
+}
+
+// unreadBody reports whether r, on HTTP/1, declared a body (a Content-Length other than 0, or
+// chunked) that an answer the door writes itself may leave unread on the connection. To keep the
+// connection, net/http's server reads what is left of it — up to 256 KiB, before it writes the
+// answer and again when it closes the body after the handler — with no deadline (ReadTimeout is
+// not set: a body may stream for long): a caller that sends "Content-Length: 1000" and no byte
+// more would get no answer and hold a goroutine and a descriptor for ever (S9). So such an answer
+// says "Connection: close", which stops the first read, and leaveBody stops the second. A body
+// that was read (a page that reads its form) costs only the connection. On HTTP/2 neither is
+// needed — its server never waits for a body the handler left — and "Connection: close" there
+// would end every stream of the connection (net/http sends GOAWAY): not set.
+func unreadBody(r *http.Request) bool {
+	return r.ProtoMajor == 1 && r.ContentLength != 0
+}
+
+// leaveBody, once an answer that closes the connection is written (unreadBody), stops net/http's
+// server from reading what is left of the request body: its read deadline is set in the past, so
+// that its closing of the body reads nothing more from the caller. A ResponseWriter that cannot
+// reach its connection (a wrapper without Unwrap) is left as it is; the Door's own answers are
+// written to net/http's own.
+func leaveBody(w http.ResponseWriter) {
+	http.NewResponseController(w).SetReadDeadline(aLongTimeAgo)
+}
+
+// AnswerItself prepares an answer that a door writes itself — anything but a forwarded request:
+// a page, a redirect, a refusal not written by WriteRefusal — to r, which it may leave unread:
+// when r has a body (unreadBody), "Connection: close" is set, and done, called once the answer
+// is written (defer it), stops net/http's read of what is left (leaveBody). Both doors use it.
+func AnswerItself(w http.ResponseWriter, r *http.Request) (done func()) {
+	if !unreadBody(r) {
+		return func() {}
+	}
+	w.Header().Set("Connection", "close")
+	return func() { leaveBody(w) }
 }
