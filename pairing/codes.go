@@ -118,8 +118,15 @@ func NormalizeCode(in string) (code string, ok bool) {
 	return string(b), true
 }
 
-// Redeem uses a pairing code. The code is judged first — unknown, expired, used or dead after
-// MaxWrongPasswords wrong passwords is refused with the matching error, without calling
+// Redeem is RedeemWithClock judged at now, for a caller that has just read its clock (the
+// command line, tests). A caller that reads a request first — the pairing POST — uses
+// RedeemWithClock, so that the time is read when the code is used.
+func Redeem(dir, code string, now time.Time, checkPassword func() (bool, error)) (name string, err error) {
+	return RedeemWithClock(dir, code, func() time.Time { return now }, checkPassword)
+}
+
+// RedeemWithClock uses a pairing code. The code is judged first — unknown, expired, used or dead
+// after MaxWrongPasswords wrong passwords is refused with the matching error, without calling
 // checkPassword — and only for a live code does checkPassword run (so scrypt runs only then). A
 // wrong password is counted against the code (ErrWrongPassword); a right one uses the code up and
 // returns the name it was issued with. An error from checkPassword (no password set, the caller
@@ -132,14 +139,24 @@ func NormalizeCode(in string) (code string, ok bool) {
 // error): if it cannot be written — a full disk — no password is checked and pairing is refused,
 // so MaxWrongPasswords holds whatever the disk. If the outcome cannot be written, pairing is
 // refused.
-func Redeem(dir, code string, now time.Time, checkPassword func() (bool, error)) (name string, err error) {
+//
+// The time is read from clock once the lock is held, and that one reading judges the code's
+// expiry and prunes the file: a code is judged when it is used, never at a time its caller read
+// earlier. So the pairing POST reads no clock before its form has arrived: a form that keeps
+// moving is never cut off (SPEC S9), and a time read before it would let a code that expired
+// while the form was on its way pair a device (R8: valid 5 minutes).
+func RedeemWithClock(dir, code string, clock func() time.Time, checkPassword func() (bool, error)) (name string, err error) {
 	norm, ok := NormalizeCode(code)
 	if !ok {
 		return "", ErrNoSuchCode
 	}
+	if clock == nil {
+		clock = time.Now
+	}
 	sum := codeHash(norm)
 	path := filepath.Join(dir, CodesFile)
 	err = withLock(dir, func() error {
+		now := clock() // under the lock: the time the code is used (see above)
 		f, err := readCodes(path)
 		if err != nil {
 			return err

@@ -139,6 +139,38 @@ func TestCodeExpires_R8(t *testing.T) {
 	}
 }
 
+// TestCodeJudgedWhenUsedUnderTheLock_R8: RedeemWithClock reads its clock once the folder is
+// locked — so a time taken by a caller before it waited for the lock, or for a request's form,
+// never judges a code — and that reading alone judges the code's expiry: a code that was live
+// when the caller began and is dead when the clock is read is refused without the password
+// being checked.
+func TestCodeJudgedWhenUsedUnderTheLock_R8(t *testing.T) {
+	dir := reachDir(t)
+	code := issue(t, dir, "", t0)
+	var reads, unlocked int
+	clock := func() time.Time {
+		reads++
+		ran, err := tryLock(dir, func() error { return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ran {
+			unlocked++
+		}
+		return t0.Add(CodeTTL) // the moment it dies
+	}
+	c := &checker{right: true}
+	if _, err := RedeemWithClock(dir, code, clock, c.check); !errors.Is(err, ErrCodeExpired) {
+		t.Errorf("a code dead by the clock read under the lock: %v, want ErrCodeExpired", err)
+	}
+	if reads == 0 || unlocked != 0 {
+		t.Errorf("the clock was read %d times, %d of them without the folder's lock; want only under it", reads, unlocked)
+	}
+	if c.calls.Load() != 0 {
+		t.Errorf("the password was checked %d times for an expired code", c.calls.Load())
+	}
+}
+
 // TestCodeBurnsAfterFiveWrongPasswords_R8: five wrong passwords are each counted; the sixth
 // attempt is refused without the password being checked, even a right one.
 func TestCodeBurnsAfterFiveWrongPasswords_R8(t *testing.T) {

@@ -121,7 +121,8 @@ type HandlerConfig struct {
 	Origin string
 	// Logger receives one line per pairing and per refusal. Nil means slog.Default().
 	Logger *slog.Logger
-	// Now is the clock codes are judged and devices stamped by. Nil means time.Now.
+	// Now is the clock codes are judged and devices stamped by, read when a code is used (never
+	// when a request begins: see pair). Nil means time.Now.
 	Now func() time.Time
 	// OnFailure, if set, is called once for every refused pairing attempt (SPEC R6: the door
 	// counts it for its limiter) before the answer is written.
@@ -150,7 +151,9 @@ type HandlerConfig struct {
 //     pair the victim's browser with a code of the attacker's (login CSRF), which this refuses.
 //  2. The body: application/x-www-form-urlencoded of at most MaxFormBytes (else 413 or 415), the
 //     fields taken from the body only, never the URL.
-//  3. The code (Redeem): unknown, expired, used or burned codes are refused without scrypt.
+//  3. The code (RedeemWithClock, judged at the time it is used — read once the form is in and
+//     the folder locked, never when the request began): unknown, expired, used or burned codes
+//     are refused without scrypt.
 //  4. The password, only for a live code: the stored hash loaded afresh and checked with
 //     CheckPasswordContext (the process-wide scrypt gate; a caller that goes away stops waiting).
 //  5. A device is registered (cfg.Register.Add) under the name given to `fleet reach pair
@@ -169,6 +172,11 @@ type HandlerConfig struct {
 // is 1 in 20^8 to guess, lives 5 minutes and dies after 5 wrong passwords, and the door's
 // limiter (R6) allows ten failures per source. A pairing is one EventPaired line with the
 // device's id6 and slug.
+//
+// An answer written before the form is read — cross-origin, 415, 404, 405 — leaves a request's
+// body unread. The direct-reach door closes such a connection instead of reading what is left of
+// the body (package reach, S9); a server that mounts this Handler elsewhere must do the same, or
+// net/http waits, with no deadline, for up to 256 KiB of a body that may never come.
 //
 // NewHandler panics if Dir is empty, Register nil, or Origin not of the form scheme://host[:port].
 func NewHandler(cfg HandlerConfig) http.Handler {
@@ -256,8 +264,11 @@ func (h *handler) page(w http.ResponseWriter, status int, d pageData) {
 }
 
 // pair is the pairing POST; see NewHandler for its order.
+//
+// It reads no clock before the form has arrived: the code is judged by a time read when it is
+// used (RedeemWithClock, under the folder's lock) and the device stamped by one read after, so a
+// form held open for as long as it keeps moving (S9) carries no earlier time with it (R8).
 func (h *handler) pair(w http.ResponseWriter, r *http.Request) {
-	now := h.now()
 	if !h.sameOrigin(r) {
 		h.reject(r, http.StatusForbidden, ReasonOrigin, "the pairing form is posted only from the door's own page")
 		h.refusalPage(w, http.StatusForbidden, ReasonOrigin, "the pairing form is posted only from the door's own page")
@@ -284,7 +295,7 @@ func (h *handler) pair(w http.ResponseWriter, r *http.Request) {
 	code, pw, formName := r.PostForm.Get("code"), r.PostForm.Get("password"), cleanName(r.PostForm.Get("name"))
 	again := pageData{Name: formName}
 
-	issuedName, err := Redeem(h.cfg.Dir, code, now, func() (bool, error) {
+	issuedName, err := RedeemWithClock(h.cfg.Dir, code, h.now, func() (bool, error) {
 		stored, err := LoadPassword(h.cfg.Dir)
 		if err != nil {
 			return false, err
@@ -326,7 +337,7 @@ func (h *handler) pair(w http.ResponseWriter, r *http.Request) {
 	if name == "" {
 		name = formName
 	}
-	d, cred, err := h.cfg.Register.Add(name, now)
+	d, cred, err := h.cfg.Register.Add(name, h.now())
 	if err != nil {
 		h.reject(r, http.StatusServiceUnavailable, ReasonDown, "the code was used but the device not registered", "error", err.Error())
 		h.pageRefused(w, http.StatusServiceUnavailable, again, msgNotKept)

@@ -12,6 +12,18 @@
 // Callers on the door are judged before any console sees them, and failures are counted per
 // source — the TCP peer, never a header — and overall, so that guessing is slow (Limiter).
 //
+// A paired device may post the pairing form too: R7 says what an unpaired caller gets, and
+// nothing in R7 or R8 keeps a paired browser from pairing again (as another device, under a new
+// cookie), so it is not refused. But its pairing POST is a guess like a stranger's: it holds the
+// place of one failure of its source while it is judged (Limiter.AdmitGuess), so a device's
+// cookie buys no more guesses at once than a stranger gets. Like every request with a valid
+// device credential (R6), it is held back by its own source's count only, never the overall one.
+//
+// The door answers a request itself — a refusal, the redirect to /pair, the pairing pages, the
+// root, a device's index — unless it forwards it to a console. Such an answer to an HTTP/1
+// request with a body closes the connection without reading the rest of the body (S9): net/http
+// would otherwise wait for it, under no deadline, to keep the connection.
+//
 // Files, one job each:
 //
 //   - profile.go: the machine profile, parsed strictly and validated (R1–R3, F1): LoadProfile,

@@ -75,15 +75,21 @@ type Config struct {
 //     not held back already (the Limiter records nothing for a refused source);
 //  2. R6: a source the Limiter holds back is 429 rate-limited with an exact Retry-After; a
 //     request with a valid device cookie is held back only by its own source. A stranger's
-//     request holds the place of one failure while it is judged (Limiter.Admit), so parallel
-//     guesses get no more past the limiter than one at a time would. An unknown or
-//     revoked device cookie is a failure, and the request goes on as unpaired;
+//     request holds the place of one failure while it is judged (Limiter.Admit), and so does
+//     every pairing POST, a device's too (Limiter.AdmitGuess), so parallel guesses get no more
+//     past the limiter than one at a time would. An unknown or revoked device cookie is a
+//     failure, and the request goes on as unpaired;
 //  3. the door's own routes: GET /ca.crt (the root), /pair and /pair/… (Config.Pairing);
 //  4. R7: an unpaired caller is sent (303) to /pair for everything else;
 //  5. a paired device goes through proxy.Door, the judgement both doors share (S3, S4, S6,
 //     S7, S9, S12; its refusals of S3, S7 bad-path and S12 are failures), asserted as
-//     device:<slug>#<id6> from its TCP peer (R9), without its cookie; on the door, /fleet/…
-//     is 403 reach-settings (R1) and / is the device's index of consoles.
+//     device:<slug>#<id6> from its TCP peer (R9), without its cookie; on the door, /fleet and
+//     everything under it — judged on the decoded path, its first segment folded as S7 folds
+//     segments — is 403 reach-settings (R1), and / is the device's index of consoles.
+//
+// Only a paired device's request for a console path is forwarded; every other answer is the
+// door's own, and one to a request with a body closes its connection without reading the body
+// (S9, proxy.AnswerItself).
 type Door struct {
 	cfg     Config
 	log     *slog.Logger
@@ -197,6 +203,7 @@ func (d *Door) Failure(r *http.Request) { d.limiter.Failure(PeerAddr(r)) }
 func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	src := PeerAddr(r)
 	if ref := d.admitHost(r); ref != nil { // R5
+		defer proxy.AnswerItself(w, r)()
 		if ok, _ := d.limiter.Allow(src, false); ok {
 			d.limiter.Failure(src) // a source already held back adds nothing
 		}
@@ -205,7 +212,14 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	mark := d.streams.mark() // before authenticating: a revocation told after it refuses r
 	dev, sent, ok := d.authenticate(r)
-	allowed, wait, end := d.limiter.Admit(src, ok) // R6, before any password work
+	admit := d.limiter.Admit // R6, before any password work
+	if r.Method == http.MethodPost && r.URL.Path == PairPath {
+		admit = d.limiter.AdmitGuess // a pairing guess holds its place, a device's too
+	}
+	allowed, wait, end := admit(src, ok)
+	if !allowed || !forwards(r, ok) {
+		defer proxy.AnswerItself(w, r)()
+	}
 	if !allowed {
 		w.Header().Set("Retry-After", strconv.FormatInt(int64(wait/time.Second), 10))
 		proxy.WriteRefusal(w, r, d.log, proxy.Refuse(http.StatusTooManyRequests, "rate-limited",
@@ -222,6 +236,13 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r = r.WithContext(context.WithValue(ctx, markKey{}, mark))
 	}
 	d.router.ServeHTTP(w, r)
+}
+
+// forwards reports whether r may be forwarded to a console: a paired device's request (device)
+// for a console path. Every other request the door answers itself (notMine, with the same test,
+// is where the door hands r on to be forwarded).
+func forwards(r *http.Request, device bool) bool {
+	return device && proxy.IsConsolePath(r.RequestURI)
 }
 
 // refused is proxy.Door's Refused: the refusals R6 counts as failures.

@@ -241,6 +241,37 @@ func TestPairedDevice_R9(t *testing.T) {
 	}
 }
 
+// TestFleetPathsDecodedForDevice_R1: on the door, everything under /fleet/ answers a paired
+// device 403 reach-settings, judged on the decoded path as S7 judges a console path: a
+// percent-encoded letter, another case or the absolute form of the same path is /fleet too (the
+// door judged the raw request-target's text, and answered those 404). Nothing is forwarded.
+func TestFleetPathsDecodedForDevice_R1(t *testing.T) {
+	d := startTestDoor(t)
+	_, cookie := d.pair("phone")
+	for _, target := range []string{
+		"/fleet",
+		"/fleet/v1/reach",
+		"/%66leet/v1/reach",
+		"/fl%65et/v1/consoles",
+		"/FLEET/v1/reach",
+		"/fleet?x=1",
+		"https://" + d.addr + "/fleet/v1/reach",
+	} {
+		r := d.raw(d.req("GET", target, cookie))
+		if r.status != http.StatusForbidden || r.reason != "reach-settings" {
+			t.Errorf("R1 GET %s as a device: %d %s, want 403 reach-settings", target, r.status, r.reason)
+		}
+	}
+	for _, target := range []string{"/fleetx", "/x/fleet/"} {
+		if r := d.raw(d.req("GET", target, cookie)); r.status != http.StatusNotFound {
+			t.Errorf("GET %s as a device: %d %s, want 404: not under /fleet", target, r.status, r.reason)
+		}
+	}
+	if n, _ := d.alpha.received(); n != 0 {
+		t.Errorf("the console saw %d requests", n)
+	}
+}
+
 // TestSharedRules_S3_S4_S7_S9_S12: the table every door must judge alike, through this door's
 // TLS listener as a paired device.
 func TestSharedRules_S3_S4_S7_S9_S12(t *testing.T) {

@@ -36,6 +36,9 @@ const (
 //   - A request with a valid device credential (device true) is held back only by its own source's
 //     count, never by the overall one, so strangers cannot lock every paired phone out. Its
 //     failures still count for its source and overall.
+//   - A stranger's request in flight holds the place of one failure until it ends (Admit), and so
+//     does a guess at a secret from anyone, a device included (AdmitGuess): parallel requests get
+//     no more judged than sequential ones would.
 //   - A refused request is not a failure: the caller records nothing for a 429.
 //
 // The source must be the TCP peer of the connection (PeerAddr of the request), never an address
@@ -114,10 +117,25 @@ func (l *Limiter) Allow(src netip.Addr, device bool) (ok bool, retryAfter time.D
 // until end is called (once, when the request is done): N requests in flight at once from one
 // source therefore get no more than SourceLimit judged between them, where Allow alone would let
 // all N through before the first of them had failed. end is nil when ok is false. A device's
-// request is not held: its long-lived streams must not fill its own source's count.
+// request is not held: its long-lived streams must not fill its own source's count. A guess at a
+// secret is held whoever sends it: see AdmitGuess.
 func (l *Limiter) Admit(src netip.Addr, device bool) (ok bool, retryAfter time.Duration, end func()) {
-	if device {
-		ok, retryAfter = l.Allow(src, true)
+	return l.admit(src, device, !device)
+}
+
+// AdmitGuess is Admit for a request that guesses a secret — the pairing POST — from whoever sends
+// it: it holds the place of one failure of its source and overall until end, a device's request
+// too, so that the holder of a device's cookie gets no more guesses judged at once than a
+// stranger does (SourceLimit). A device's guess is still held back only by its own source's
+// count, failures and requests in flight, never by the overall one (SPEC R6).
+func (l *Limiter) AdmitGuess(src netip.Addr, device bool) (ok bool, retryAfter time.Duration, end func()) {
+	return l.admit(src, device, true)
+}
+
+// admit is Admit and AdmitGuess: hold says whether the request holds a failure's place.
+func (l *Limiter) admit(src netip.Addr, device, hold bool) (ok bool, retryAfter time.Duration, end func()) {
+	if !hold {
+		ok, retryAfter = l.Allow(src, device)
 		if !ok {
 			return false, retryAfter, nil
 		}
@@ -135,7 +153,10 @@ func (l *Limiter) Admit(src netip.Addr, device bool) (ok bool, retryAfter time.D
 	if s := l.sources[k]; s != nil {
 		times = &s.times
 	}
-	wait := max(times.waitExtra(now, l.pending[k]), l.overall.waitExtra(now, l.overallPending))
+	wait := times.waitExtra(now, l.pending[k])
+	if !device {
+		wait = max(wait, l.overall.waitExtra(now, l.overallPending))
+	}
 	if wait > 0 {
 		return false, roundUp(wait), nil
 	}

@@ -69,7 +69,7 @@ func (d *Door) serveRoot(w http.ResponseWriter, r *http.Request) {
 // the pairing page (R7); a paired device's request is judged by the shared Door.
 func (d *Door) notMine(w http.ResponseWriter, r *http.Request) {
 	dev, ok := deviceFrom(r)
-	if ok && proxy.IsConsolePath(r.RequestURI) {
+	if forwards(r, ok) { // the one request the door does not answer itself (ServeHTTP, proxy.AnswerItself)
 		stripDeviceCookie(r.Header) // R9: the credential never reaches a console
 		var ctx context.Context
 		var done func()
@@ -92,7 +92,7 @@ func (d *Door) notMine(w http.ResponseWriter, r *http.Request) {
 func (d *Door) servePairedPage(w http.ResponseWriter, r *http.Request) {
 	rawPath, _, _ := strings.Cut(r.RequestURI, "?")
 	switch {
-	case rawPath == "/fleet" || strings.HasPrefix(rawPath, "/fleet/"):
+	case underFleet(r):
 		// R1: nothing on the door can change the door, nor anything else of fleet's.
 		proxy.WriteRefusal(w, r, d.log, proxy.Refuse(http.StatusForbidden, "reach-settings",
 			"fleet's settings are not reachable through the direct-reach door"), "door", "reach")
@@ -101,6 +101,14 @@ func (d *Door) servePairedPage(w http.ResponseWriter, r *http.Request) {
 	default:
 		proxy.WriteRefusal(w, r, d.log, proxy.Refuse(http.StatusNotFound, "not-found", "no such page"), "door", "reach")
 	}
+}
+
+// underFleet reports whether r is for /fleet or anything under it (R1), judged on the decoded path
+// as S7 judges a console path: "/%66leet/…" and an absolute-form "https://host/fleet/…" are under
+// /fleet too, and the first segment folds case as S7's segments do (strings.EqualFold: "/FLEET/").
+func underFleet(r *http.Request) bool {
+	first, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
+	return strings.EqualFold(first, "fleet")
 }
 
 // serveIndex is the device's index: a link to each console's front door, and nothing of where
