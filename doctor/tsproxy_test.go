@@ -3,7 +3,6 @@ package doctor
 import (
 	"context"
 	"errors"
-	"net"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -147,23 +146,9 @@ func TestOutboundProxyReadsTheSocket_S5e(t *testing.T) {
 	}
 	home := newHome(t)
 	port := startSupervisor(t, home)
-	api := filepath.Join(testdirs.Private(t), "tailscaled.sock")
-	ln, err := net.Listen("unix", api)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	api, stop := testdirs.ServedSocket(t) // tailscaled's socket, this process its tailscaled
 	cfg := Config{StateHome: home, LocalAPI: healthyTailscaled(port), TailscaleSocket: api}
 	want(t, Run(context.Background(), cfg), "tailscaled proxy", OK, "no outbound proxy", "")
-	ln.Close()
+	stop()
 	want(t, Run(context.Background(), cfg), "tailscaled proxy", Fail, "perhaps on (tailscaled's command line cannot be read: ", "unix-socket door")
 }

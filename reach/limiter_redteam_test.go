@@ -16,41 +16,8 @@ import (
 // judged (after scrypt for a live code), so requests that all passed the limiter before the first
 // of them failed were each judged: an attacker racing N requests got N guesses, not ten.
 func TestParallelGuessesHeldToTen_R6(t *testing.T) {
-	const n = 3 * SourceLimit
-	var judged, refused atomic.Int32
-	release := make(chan struct{})
-	var door *Door
-	d := startTestDoor(t, func(c *Config) {
-		c.Pairing = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.Method != http.MethodPost {
-				w.WriteHeader(http.StatusOK)
-				return
-			}
-			judged.Add(1)
-			<-release // the password work of a guess that is being judged
-			door.Failure(r)
-			w.WriteHeader(http.StatusForbidden)
-		})
-	})
-	door = d.door
-	req := d.req("POST", "/pair", "Content-Type: application/x-www-form-urlencoded", "Content-Length: 0")
-	var wg sync.WaitGroup
-	for range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if d.raw(req).status == http.StatusTooManyRequests {
-				refused.Add(1)
-			}
-		}()
-	}
-	// Wait until every request was either taken for judging or refused: a guard, not an assertion.
-	for deadline := time.Now().Add(waitLimit); judged.Load()+refused.Load() < n && time.Now().Before(deadline); {
-		time.Sleep(5 * time.Millisecond)
-	}
-	close(release)
-	wg.Wait()
-	if got := judged.Load(); got > SourceLimit {
+	d, race := guessingDoor(t)
+	if got := race(d.req("POST", "/pair", "Content-Type: application/x-www-form-urlencoded", "Content-Length: 0")); got > SourceLimit {
 		t.Errorf("%d guesses from one source were judged at once, want at most %d (R6)", got, SourceLimit)
 	}
 }
@@ -62,7 +29,21 @@ func TestParallelGuessesHeldToTen_R6(t *testing.T) {
 // once, and more than ten failures of one source fell within ten minutes. A pairing POST now
 // holds its place whoever sends it (Limiter.AdmitGuess).
 func TestDeviceParallelGuessesHeldToTen_R6(t *testing.T) {
-	const n = 3 * SourceLimit
+	d, race := guessingDoor(t)
+	_, cookie := d.pair("phone")
+	if got := race(d.req("POST", "/pair", cookie, "Content-Type: application/x-www-form-urlencoded", "Content-Length: 0")); got > SourceLimit {
+		t.Errorf("%d pairing guesses sent at once with a device's cookie were judged, want at most %d (R6)", got, SourceLimit)
+	}
+	// The guesses judged were failures of the device's own source, which now holds back its
+	// other requests too (R6: a device is held back by its own source's count).
+	if r := d.raw(d.req("GET", "/c/alpha/x", cookie)); r.status != http.StatusTooManyRequests {
+		t.Errorf("after ten failed guesses the device's own request: %d, want 429", r.status)
+	}
+}
+
+// guessingDoor is a door whose pairing POSTs are each a wrong guess that takes its time: race
+// sends 3 × SourceLimit copies of req at once and returns how many were judged.
+func guessingDoor(t *testing.T) (*testDoor, func(req string) int32) {
 	var judged, refused atomic.Int32
 	release := make(chan struct{})
 	var door *Door
@@ -79,32 +60,27 @@ func TestDeviceParallelGuessesHeldToTen_R6(t *testing.T) {
 		})
 	})
 	door = d.door
-	_, cookie := d.pair("phone")
-	req := d.req("POST", "/pair", cookie, "Content-Type: application/x-www-form-urlencoded", "Content-Length: 0")
-	var wg sync.WaitGroup
-	for range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if d.raw(req).status == http.StatusTooManyRequests {
-				refused.Add(1)
-			}
-		}()
+	race := func(req string) int32 {
+		const n = 3 * SourceLimit
+		var wg sync.WaitGroup
+		for range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if d.raw(req).status == http.StatusTooManyRequests {
+					refused.Add(1)
+				}
+			}()
+		}
+		// Wait until every request was either taken for judging or refused: a guard, not an assertion.
+		for deadline := time.Now().Add(waitLimit); judged.Load()+refused.Load() < n && time.Now().Before(deadline); {
+			time.Sleep(5 * time.Millisecond)
+		}
+		close(release)
+		wg.Wait()
+		return judged.Load()
 	}
-	// Wait until every request was either taken for judging or refused: a guard, not an assertion.
-	for deadline := time.Now().Add(waitLimit); judged.Load()+refused.Load() < n && time.Now().Before(deadline); {
-		time.Sleep(5 * time.Millisecond)
-	}
-	close(release)
-	wg.Wait()
-	if got := judged.Load(); got > SourceLimit {
-		t.Errorf("%d pairing guesses sent at once with a device's cookie were judged, want at most %d (R6)", got, SourceLimit)
-	}
-	// The guesses judged were failures of the device's own source, which now holds back its
-	// other requests too (R6: a device is held back by its own source's count).
-	if r := d.raw(d.req("GET", "/c/alpha/x", cookie)); r.status != http.StatusTooManyRequests {
-		t.Errorf("after ten failed guesses the device's own request: %d, want 429", r.status)
-	}
+	return d, race
 }
 
 // TestAdmitGuessHoldsADevicesPlace_R6: Limiter.AdmitGuess's arithmetic. A guess holds the place

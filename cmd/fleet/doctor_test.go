@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -188,27 +187,13 @@ func TestDoctorReadsTailscaledArgs_S5e(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := strings.TrimSpace(string(b))
-	sock := filepath.Join(testdirs.Private(t), "tailscaled.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	sock, stop := testdirs.ServedSocket(t) // tailscaled's socket, this process its tailscaled
 	withDoctorTailscaled(t, &doctorFakeTailscaled{proxy: "http://" + addr, noArgsSeam: true})
 	st, out, _ := runFleet("doctor", "--state-dir", home, "--tailscale-socket", sock)
 	if st != 0 || !strings.Contains(out, "OK   tailscaled proxy: no outbound proxy") {
 		t.Fatalf("tailscaled's command line from %s: exit %d\n%s", sock, st, out)
 	}
-	ln.Close()
+	stop()
 	st, out, _ = runFleet("doctor", "--state-dir", home, "--tailscale-socket", sock)
 	if st != 1 || !strings.Contains(out, "FAIL tailscaled proxy: perhaps on (tailscaled's command line cannot be read: ") {
 		t.Fatalf("nobody on %s: exit %d\n%s", sock, st, out)

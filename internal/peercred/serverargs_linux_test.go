@@ -2,30 +2,17 @@ package peercred
 
 import (
 	"context"
-	"net"
 	"os"
-	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/phase-console/fleet/internal/testdirs"
 )
 
 // TestSocketServerArgsNamesTheListener: the command line read for a unix socket is the one of
 // the process listening on it (here, this test), and a socket nobody listens on is an error.
 func TestSocketServerArgsNamesTheListener(t *testing.T) {
-	sock := filepath.Join(t.TempDir(), "api.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	sock, stop := testdirs.ServedSocket(t)
 	args, err := SocketServerArgs(context.Background(), sock)
 	if err != nil {
 		t.Fatal(err)
@@ -33,7 +20,7 @@ func TestSocketServerArgsNamesTheListener(t *testing.T) {
 	if !slices.Equal(args, os.Args) {
 		t.Errorf("args %q, want this process's %q", args, os.Args)
 	}
-	ln.Close()
+	stop()
 	if args, err := SocketServerArgs(context.Background(), sock); err == nil {
 		t.Errorf("no listener: got %q, want an error", args)
 	}

@@ -6,6 +6,7 @@
 package testdirs
 
 import (
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -40,4 +41,29 @@ func Private(t testing.TB) string {
 	}
 	t.Fatalf("no folder here where the unix-socket door may put its socket (tried %v): %v", bases, last)
 	return ""
+}
+
+// ServedSocket returns the path of a unix socket, in a new folder of Private's, on which this
+// process listens, accepting each connection and closing it at once: a stand-in for a daemon
+// whose listening process is what a test looks at (peercred.SocketServerArgs). stop ends the
+// listening; t's end does too.
+func ServedSocket(t testing.TB) (path string, stop func()) {
+	t.Helper()
+	path = filepath.Join(Private(t), "served.sock")
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	stop = func() { ln.Close() }
+	t.Cleanup(stop)
+	return path, stop
 }
