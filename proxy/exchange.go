@@ -68,7 +68,7 @@ func (h *Hop) exchange(ex *exchange, caller net.Conn, r *http.Request, lines str
 	if fastServedHook != nil {
 		fastServedHook()
 	}
-	if !t.complete() {
+	if !t.filled() { // assertable: writeConsoleHead
 		return h.writeFast(caller, r, func(w http.ResponseWriter) {
 			WriteRefusal(w, r, h.log, Refuse(http.StatusInternalServerError, "internal", "the hop was not given what it asserts"))
 		})

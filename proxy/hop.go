@@ -30,20 +30,24 @@ type Target struct {
 	Proto     string // "http" or "https", for X-Forwarded-Proto
 }
 
-// assertable reports whether every value the hop asserts from t is a field value as it stands
-// (validFieldValue): what both hops write on the console's request exactly as it is, or not at
+// assertable reports whether every value the hop asserts from t is a plain header value as it
+// stands (plainValue): what both hops write on the console's request exactly as it is, or not at
 // all. The Door's judgement refuses a login that is not (401 unverified); the rest are fleet's own.
 func (t *Target) assertable() bool {
-	return validFieldValue(t.Login) && validFieldValue(t.Token) && validFieldValue(t.ClientIP) &&
-		validFieldValue(t.Host) && validFieldValue(t.Proto) && validFieldValue(t.ConsoleID)
+	return plainValue(t.Login) && plainValue(t.Token) && plainValue(t.ClientIP) &&
+		plainValue(t.Host) && plainValue(t.Proto) && plainValue(t.ConsoleID)
 }
 
-// complete reports whether t holds all that the hop needs, each value assertable as it is: a
-// Target that does not is refused by both hops (500 internal), never sent — not half-written,
-// not cleaned up, and not taken for a console that is down.
-func (t *Target) complete() bool {
-	return t.Token != "" && t.Login != "" && t.Addr != "" && t.Path != "" && t.Path[0] == '/' && t.ClientIP != "" &&
-		t.assertable()
+// complete reports whether t holds all that the hop needs (filled), each value assertable as it
+// is: a Target that does not is refused by both hops (500 internal), never sent — not
+// half-written, not cleaned up, and not taken for a console that is down. (The fast exchange
+// checks filled first and leaves assertable to writeConsoleHead, which checks it before it
+// writes a byte: once a request.)
+func (t *Target) complete() bool { return t.filled() && t.assertable() }
+
+// filled reports whether t has every value the hop needs.
+func (t *Target) filled() bool {
+	return t.Token != "" && t.Login != "" && t.Addr != "" && t.Path != "" && t.Path[0] == '/' && t.ClientIP != ""
 }
 
 // A Hop forwards judged requests to consoles. It is safe for concurrent use; its exported fields

@@ -22,12 +22,12 @@ import (
 )
 
 // rawHeadTargets are the Targets the console heads are written for: an ordinary one, and one
-// whose values are unusual but field values as they stand (inner spaces and a tab, UTF-8, an
-// empty Host, an IPv6 console, a path with a space, % and é).
+// whose values are unusual but plain as they stand (inner spaces, UTF-8, an empty Host, an IPv6
+// console, a path with a space, % and é).
 var rawHeadTargets = []Target{
 	{ConsoleID: "app", Addr: "127.0.0.1:9001", Path: "/static/main.js", Login: "alice@example.com",
 		Token: "tok-123", ClientIP: "100.64.0.7", Host: "box.tail1234.ts.net", Proto: "https"},
-	{ConsoleID: "a-b", Addr: "[::1]:9001", Path: "/a b/%/é", Login: "Bob O'Neil\t<bob@exämple.com>",
+	{ConsoleID: "a-b", Addr: "[::1]:9001", Path: "/a b/%/é", Login: "Bob O'Neil <bob@exämple.com>",
 		Token: "t k", ClientIP: "fd7a:115c:a1e0::1", Host: "", Proto: "http"},
 }
 
@@ -44,7 +44,7 @@ var unwritableTargets = func() []Target {
 	}
 	for _, v := range []string{" bob\r\nX-Injected: 1 ", "alice@example.com\r\n", "\nalice@example.com",
 		"mallory@example.com\r\nX-Phase-Console-Fleet-Login: alice@example.com", " alice@example.com",
-		"alice@example.com\t", "a\x00b", "a\x7fb", "a\x1bb", "a\rb"} {
+		"alice@example.com\t", "a\tb", "a\x00b", "a\x7fb", "a\x1bb", "a\rb"} {
 		add(func(t *Target) { t.Login = v })
 	}
 	add(func(t *Target) { t.Token = "t\nk" })

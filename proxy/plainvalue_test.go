@@ -1,0 +1,60 @@
+package proxy
+
+import (
+	"strings"
+	"testing"
+)
+
+// plainValueByBytes is plainValue's rule, one byte at a time.
+func plainValueByBytes(v string) bool {
+	if v != "" && (v[0] == ' ' || v[len(v)-1] == ' ') {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		if v[i] < ' ' || v[i] == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// TestPlainValue_S6: the values the hop may assert, and those it refuses, at every position of
+// an eight-byte word.
+func TestPlainValue_S6(t *testing.T) {
+	ok := []string{"", "a", "alice@example.com", "Bob O'Neil <bob@exämple.com>", "100.64.0.7",
+		"sup.tail-scale.ts.net:443", strings.Repeat("x", 43), "a b", "\x80\xff~!"}
+	for _, v := range ok {
+		if !plainValue(v) {
+			t.Errorf("plainValue(%q) = false, want true", v)
+		}
+	}
+	for _, bad := range []byte{0, '\t', '\n', '\r', 0x1b, 0x1f, 0x7f} {
+		for n := 1; n <= 17; n++ {
+			for at := 0; at < n; at++ {
+				b := []byte(strings.Repeat("a", n))
+				b[at] = bad
+				if plainValue(string(b)) {
+					t.Errorf("plainValue(%q) = true, want false", b)
+				}
+			}
+		}
+	}
+	for _, v := range []string{" a", "a ", " ", strings.Repeat("a", 16) + " "} {
+		if plainValue(v) {
+			t.Errorf("plainValue(%q) = true, want false", v)
+		}
+	}
+}
+
+// FuzzPlainValue holds plainValue's eight-bytes-at-a-time test to the byte-by-byte rule.
+func FuzzPlainValue(f *testing.F) {
+	for _, s := range []string{"", "alice@example.com", "abcdefgh\x7f", "abcdefg\x1f", "\x80\x9f\xa0\xff\x7e\x20\x21\x00",
+		"ZWVlZWVlZWVlZWVlZWVlZWVlZWVlZWVlZWVlZWVlZWU", "a\tb"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		if got, want := plainValue(v), plainValueByBytes(v); got != want {
+			t.Fatalf("plainValue(%q) = %v, the rule says %v", v, got, want)
+		}
+	})
+}
