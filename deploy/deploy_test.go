@@ -38,7 +38,8 @@ func unitLines(t *testing.T, path string) map[string][]string {
 }
 
 // TestSystemdUnit_S1 checks what the unit promises without systemd: it runs `fleet serve` on the
-// loopback door only, writes only the state folder, and sandboxes the rest.
+// loopback door only, with the unix-socket door in its private runtime folder, and sandboxes only
+// with what needs no user namespace (no file-system sandboxing: see the unit's comment).
 func TestSystemdUnit_S1(t *testing.T) {
 	kv := unitLines(t, filepath.Join("systemd", "fleet.service"))
 	start := kv["ExecStart"]

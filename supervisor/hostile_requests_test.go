@@ -654,3 +654,43 @@ func TestHopRefusesConsoleOfOtherUser_S6(t *testing.T) {
 		t.Fatalf("got %d %q, want 502 console-other-user", r.status, r.reason)
 	}
 }
+
+// TestProbeShowsAnotherUsersPortDown_S8: a console whose port another local user has taken (the
+// console died without deregistering; the port was free for anyone) does not answer — every
+// forward to it is 502 console-other-user and nothing is sent — so the listing shows it down, at
+// its first probe and at every probe after, as for any console that does not answer. Before the
+// fix the probe counted any TCP accept as an answer, and GET /fleet/v1/consoles, the index page,
+// `fleet consoles` and `fleet doctor` ("N console(s), N up") showed it up.
+func TestProbeShowsAnotherUsersPortDown_S8(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to run the squatter as another user")
+	}
+	d := startDoor(t)
+	cmd, stdout := startRTHelper(t, "squat")
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	line, err := stdout.ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "PORT ") {
+		t.Fatalf("squatter: %q %v", line, err)
+	}
+	addr := "127.0.0.1:" + strings.TrimSpace(strings.TrimPrefix(line, "PORT "))
+	if _, err := d.srv.registry.Put(Console{ID: "squat", Addr: addr, Name: "Squat"}); err != nil {
+		t.Fatal(err)
+	}
+	// The probe at registration.
+	if c := listConsoles(t, d)["squat"]; c.Up || c.Health != HealthDown {
+		t.Errorf("at registration a console whose port uid %d holds is listed health=%q up=%v; want down (it never answers)", otheruser.UID, c.Health, c.Up)
+	}
+	// Control: the hop refuses to talk to it.
+	if r := d.raw(serveReq("GET", "/c/squat/")); r.status != http.StatusBadGateway || r.reason != "console-other-user" {
+		t.Fatalf("forward: %d %q, want 502 console-other-user", r.status, r.reason)
+	}
+	// The periodic probe, which alone would bring it back up.
+	d.srv.registry.Probe(context.Background(), probeTimeout)
+	c := listConsoles(t, d)
+	if c["squat"].Up || c["squat"].Health != HealthDown {
+		t.Errorf("after a probe: health=%q up=%v; want down", c["squat"].Health, c["squat"].Up)
+	}
+	if !c["alpha"].Up {
+		t.Errorf("alpha (this user's) is listed health=%q; want up", c["alpha"].Health)
+	}
+}

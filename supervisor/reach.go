@@ -19,10 +19,12 @@ import (
 // closes the door from the machine profile — at start, at once on ReloadReach (SIGHUP), and
 // within reachPollInterval of a change to the file — and never touches the loopback door. A
 // profile that is refused, or a door that cannot open, leaves the door closed and says why, in
-// one log line and in ReachStatus.
+// one log line (per distinct reason) and in ReachStatus. A door that cannot open is tried again
+// at every poll, so it opens once its address is free or this machine's; a refused profile waits
+// for the file to change.
 
-// reachPollInterval is how often the profile's stamp is looked at: a change is picked up within
-// it, without a SIGHUP (R1: within 10 s).
+// reachPollInterval is how often the profile's stamp is looked at, and a door that failed to open
+// is tried again: a change is picked up within it, without a SIGHUP (R1: within 10 s).
 const reachPollInterval = 3 * time.Second
 
 // ReachStatus is the direct-reach door as `fleet reach status` shows it (GET /fleet/v1/reach).
@@ -45,6 +47,9 @@ type reachState struct {
 	stamp    fileStamp
 	register *pairing.Register // opened with the door the first time, kept: its subscribers stay
 	limiter  *reach.Limiter    // kept across reopenings: moving the door forgets no failure
+	// failed: the profile asks for the door and it did not open (its address held by another
+	// process, not this machine's yet, its CA unreadable): every poll tries it again.
+	failed bool
 }
 
 // pairingPages is the door's pairing pages (package pairing: SPEC R7, R8) for the open door d: its
@@ -77,6 +82,7 @@ func (s *Server) ReloadReach() {
 	default:
 	}
 	rs.stamp = stampOf(filepath.Join(s.cfg.StateHome, reach.ProfileFile))
+	rs.failed = false
 	p, err := reach.LoadProfile(s.cfg.StateHome)
 	if err != nil {
 		s.closeReachLocked()
@@ -99,6 +105,7 @@ func (s *Server) ReloadReach() {
 	// Close first, then open: the old address stops answering before the new one does.
 	s.closeReachLocked()
 	if err := s.openReachLocked(p); err != nil {
+		rs.failed = true
 		s.setWhy(err.Error(), err)
 		return
 	}
@@ -186,24 +193,33 @@ func (s *Server) closeReach() {
 	s.closeReachLocked()
 }
 
-// reachLoop loads the profile at start, then reloads whenever its file changes.
+// reachLoop loads the profile at start, then looks again every reachPollInterval (pollReach).
 func (s *Server) reachLoop() {
 	s.ReloadReach()
 	t := time.NewTicker(reachPollInterval)
 	defer t.Stop()
-	path := filepath.Join(s.cfg.StateHome, reach.ProfileFile)
 	for {
 		select {
 		case <-s.stop:
 			return
 		case <-t.C:
-			s.reach.mu.Lock()
-			changed := stampOf(path) != s.reach.stamp
-			s.reach.mu.Unlock()
-			if changed {
-				s.ReloadReach()
-			}
+			s.pollReach()
 		}
+	}
+}
+
+// pollReach is one look of reachLoop: it reloads when the profile's file changed, and when the
+// door that the profile asks for failed to open — its address held by another process (another
+// local user may bind a LAN address and port first: after a reboot, while fleet restarts), or not
+// this machine's yet (before DHCP gives it) — so that the door opens within reachPollInterval of
+// its address coming free, without a SIGHUP. A failure that repeats is logged once (setWhy).
+func (s *Server) pollReach() {
+	path := filepath.Join(s.cfg.StateHome, reach.ProfileFile)
+	s.reach.mu.Lock()
+	again := s.reach.failed || stampOf(path) != s.reach.stamp
+	s.reach.mu.Unlock()
+	if again {
+		s.ReloadReach()
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -205,4 +206,57 @@ func TestReachPairingPages_R7(t *testing.T) {
 	if fp, _ := gotFingerprint.Load().(string); fp == "" || fp != reachStatus(t, d).Fingerprint {
 		t.Errorf("the pages were built for fingerprint %q", fp)
 	}
+}
+
+// TestReachDoorRetriedUntilItOpens_R1: a door that the profile asks for but that cannot open —
+// its address held by another process (another local user may bind the LAN address first: after
+// a reboot, while fleet restarts), or not this machine's yet — is tried again at every poll, so
+// it opens once the address is free, without a SIGHUP or a change to the profile; the failure is
+// logged once however often it repeats, and an open door is left as it is. Before the fix the
+// door was reloaded only when the profile's file changed, so a failed bind was never retried.
+// The poll is driven here by calling pollReach, one look of reachLoop.
+func TestReachDoorRetriedUntilItOpens_R1(t *testing.T) {
+	d := startDoor(t)
+	held, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	listen := held.Addr().String()
+	writeReachProfile(t, d, listen)
+	d.srv.ReloadReach()
+	st := reachStatus(t, d)
+	if st.Open || st.Mode != "direct" || !strings.Contains(st.Why, syscall.EADDRINUSE.Error()) {
+		t.Fatalf("held: %+v, want closed, saying the address is in use", st)
+	}
+	for range 5 {
+		d.srv.pollReach()
+	}
+	if st := reachStatus(t, d); st.Open {
+		t.Fatalf("opened while held: %+v", st)
+	}
+	if lines := d.logs.Events("fleet.reach-closed"); len(lines) != 1 || lines[0]["level"] != "WARN" {
+		t.Errorf("a failure that repeats: %d fleet.reach-closed lines %v, want one Warn line", len(lines), lines)
+	}
+
+	held.Close() // the other process lets go of the address
+	d.srv.pollReach()
+	st = reachStatus(t, d)
+	if !st.Open || st.Listen != listen || st.Why != "" {
+		t.Fatalf("after the address came free and a poll: %+v, want open", st)
+	}
+	if got := reachGet(t, listen, "/ca.crt"); got != http.StatusOK {
+		t.Fatalf("GET /ca.crt on the retried door: %d", got)
+	}
+	opened := len(d.logs.Events("fleet.reach-open"))
+	for range 3 {
+		d.srv.pollReach()
+	}
+	if st := reachStatus(t, d); !st.Open || st.Fingerprint == "" {
+		t.Fatalf("an open door after more polls: %+v", st)
+	}
+	if n := len(d.logs.Events("fleet.reach-open")); n != opened {
+		t.Errorf("polls reopened an open door: %d fleet.reach-open lines, want %d", n, opened)
+	}
+	wantLoopbackServes(t, d, "door retried")
 }

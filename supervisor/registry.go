@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net"
 	"net/netip"
 	"sort"
 	"sync"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/phase-console/fleet/contract"
 	"github.com/phase-console/fleet/internal/state"
+	"github.com/phase-console/fleet/proxy"
 )
 
 // A Console is one registered console.
@@ -45,7 +45,8 @@ const (
 	HealthUnknown Health = "unknown"
 	// HealthUp: the last probe reached it.
 	HealthUp Health = "up"
-	// HealthDown: the last probe, or the last forward, did not reach it.
+	// HealthDown: the last probe, or the last forward, did not reach it — or what answers at its
+	// address is run by another user (the hop sends that nothing: 502 console-other-user).
 	HealthDown Health = "down"
 )
 
@@ -317,10 +318,13 @@ func (r *Registry) markDown(id string) {
 	r.health[id] = h
 }
 
-// dialProbe is the probe: does anything accept a connection at addr?
+// dialProbe is the probe: does a process of this user accept a connection at addr? It dials as
+// the hop does (proxy.DialConsole: the socket's owner is checked), so a console is shown up only
+// when a forward to it could be sent. A port that another user's process holds (the console died
+// and someone took its port) counts as down: the hop sends it nothing (502
+// console-other-user), and the listing must not say all is well.
 func dialProbe(ctx context.Context, addr string) error {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
+	conn, err := proxy.DialConsole(ctx, "tcp", addr)
 	if err == nil {
 		conn.Close()
 	}

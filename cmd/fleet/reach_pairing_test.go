@@ -2,20 +2,20 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
+	"net"
 	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -23,8 +23,12 @@ import (
 	"golang.org/x/crypto/scrypt"
 
 	"github.com/phase-console/fleet/ca"
+	"github.com/phase-console/fleet/internal/otheruser"
+	"github.com/phase-console/fleet/internal/rawhttp"
+	"github.com/phase-console/fleet/internal/supervisortest"
 	"github.com/phase-console/fleet/pairing"
 	"github.com/phase-console/fleet/reach"
+	"github.com/phase-console/fleet/supervisor"
 )
 
 const directProfile = "reach:\n  mode: direct\n  listen: 192.168.1.20:7443\n"
@@ -209,16 +213,36 @@ func pairOutput(t *testing.T, args ...string) (*url.URL, string) {
 	return u, out
 }
 
-// TestReachPair_R8: the link is the door's pairing page with the code in its #fragment and never
-// in a query; the code is shown XXXX-XXXX and pairs once, under the --name given; the QR code
-// encodes the link; the root's fingerprint is the one the door serves, or a line saying the door
-// has not made its CA yet.
+// startReachSupervisor runs a supervisor on home, as fleet serve does, and has it read the
+// machine profile now: its door is then open, or closed saying why.
+func startReachSupervisor(t *testing.T, home string) *supervisortest.Door {
+	t.Helper()
+	d := supervisortest.Start(t, supervisor.Config{StateHome: home, TailscaledUID: os.Getuid(),
+		TailscaleSocket: filepath.Join(t.TempDir(), "none.sock")})
+	d.Server.ReloadReach()
+	return d
+}
+
+// directProfileAt is a machine profile that opens the door on listen.
+func directProfileAt(listen string) string {
+	return "reach:\n  mode: direct\n  listen: " + listen + "\n"
+}
+
+// TestReachPair_R8: the link is the open door's pairing page with the code in its #fragment and
+// never in a query; the code is shown XXXX-XXXX and pairs once, under the --name given; the QR
+// code encodes the link; the root's fingerprint is the one the running door serves.
 func TestReachPair_R8(t *testing.T) {
-	home := reachHome(t, directProfile)
+	listen := rawhttp.FreeLoopbackAddr(t).String()
+	home := reachHome(t, directProfileAt(listen))
 	writeCheapPassword(t, home, "correct horse battery")
+	d := startReachSupervisor(t, home)
+	st := d.Server.ReachStatus()
+	if !st.Open || st.Fingerprint == "" {
+		t.Fatalf("control: the door did not open: %+v", st)
+	}
 
 	u, out := pairOutput(t, "--name", "Ann's phone", "--state-dir", home)
-	if u.Scheme != "https" || u.Host != "192.168.1.20:7443" || u.Path != "/pair" {
+	if u.Scheme != "https" || u.Host != listen || u.Path != "/pair" {
 		t.Errorf("R8 link %s", u)
 	}
 	if u.RawQuery != "" || strings.Contains(u.String(), "?") {
@@ -238,11 +262,12 @@ func TestReachPair_R8(t *testing.T) {
 	if !strings.Contains(out, q.ToSmallString(false)) {
 		t.Errorf("R8 no QR code of the link in:\n%s", out)
 	}
-	if !strings.Contains(out, "the door has not made its CA yet") {
-		t.Errorf("no CA yet, but:\n%s", out)
+	fp, err := ca.ReadFingerprint(caFolder(home), netip.MustParseAddrPort(listen).Addr())
+	if err != nil || fp != st.Fingerprint {
+		t.Fatalf("control: the CA's fingerprint %q (%v), the door's %q", fp, err, st.Fingerprint)
 	}
-	if _, err := os.Lstat(caFolder(home)); !errors.Is(err, os.ErrNotExist) {
-		t.Error("fleet reach pair made the CA folder")
+	if !strings.Contains(out, "Root fingerprint:  "+st.Fingerprint+"\n") {
+		t.Errorf("R4 the root fingerprint %s is not printed:\n%s", st.Fingerprint, out)
 	}
 	name, err := pairing.Redeem(pairingFolder(home), code, time.Now(), func() (bool, error) { return true, nil })
 	if err != nil || name != "Ann's phone" {
@@ -251,17 +276,23 @@ func TestReachPair_R8(t *testing.T) {
 	if _, err := pairing.Redeem(pairingFolder(home), code, time.Now(), func() (bool, error) { return true, nil }); !errors.Is(err, pairing.ErrCodeUsed) {
 		t.Errorf("R8 the code paired twice: %v", err)
 	}
+}
 
-	// With the door's CA made, its fingerprint is printed.
-	a, err := ca.Open(context.Background(), caFolder(home), netip.MustParseAddr("192.168.1.20"),
-		ca.Options{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
+// wantNoCode checks that `fleet reach pair --state-dir home` exits 1 with one line on stderr that
+// holds every one of want, prints nothing, and issues no code.
+func wantNoCode(t *testing.T, what, home string, want ...string) {
+	t.Helper()
+	st, out, errs := fleetCmd("reach", "pair", "--state-dir", home)
+	if st != 1 || out != "" {
+		t.Errorf("%s: exit %d, stdout %q; want exit 1 and nothing printed", what, st, out)
 	}
-	defer a.Close()
-	_, out = pairOutput(t, "--state-dir", home)
-	if !strings.Contains(out, "Root fingerprint:  "+a.Fingerprint()+"\n") {
-		t.Errorf("R4 the root fingerprint %s is not printed:\n%s", a.Fingerprint(), out)
+	for _, w := range want {
+		if !strings.Contains(errs, w) {
+			t.Errorf("%s: stderr %q lacks %q", what, errs, w)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(pairingFolder(home), pairing.CodesFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s: a code was issued", what)
 	}
 }
 
@@ -282,19 +313,102 @@ func TestReachPairRefused_R1_R8(t *testing.T) {
 		if tc.password {
 			writeCheapPassword(t, home, "correct horse battery")
 		}
-		st, out, errs := fleetCmd("reach", "pair", "--state-dir", home)
-		if st != 1 || out != "" {
-			t.Errorf("%s: exit %d, stdout %q", tc.name, st, out)
+		wantNoCode(t, tc.name, home, tc.want...)
+	}
+}
+
+// TestReachPairRefusedUnlessTheDoorIsOpen_R8: fleet reach pair issues a code only when the
+// running supervisor says that its door is open at the profile's address, so that it never hands
+// out a code that cannot pair (nor a link to someone else's server): with no fleet serve running,
+// with the door's address held by another process, and with an address that is not this
+// machine's, it exits 1 with one line that says what to do, and issues no code. Before the fix
+// it checked only the profile and the password, and issued a code in every one of these cases.
+func TestReachPairRefusedUnlessTheDoorIsOpen_R8(t *testing.T) {
+	t.Run("no fleet serve", func(t *testing.T) {
+		home := reachHome(t, directProfileAt(rawhttp.FreeLoopbackAddr(t).String()))
+		writeCheapPassword(t, home, "correct horse battery")
+		wantNoCode(t, "no fleet serve", home, "no code issued", "no fleet serve is running", "start 'fleet serve'")
+	})
+	t.Run("held by another process", func(t *testing.T) {
+		ln, err := net.Listen("tcp4", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		home := reachHome(t, directProfileAt(ln.Addr().String()))
+		writeCheapPassword(t, home, "correct horse battery")
+		if st := startReachSupervisor(t, home).Server.ReachStatus(); st.Open {
+			t.Fatalf("control: the door opened on a held address: %+v", st)
+		}
+		wantNoCode(t, "held", home, "no code issued", "not open at "+ln.Addr().String(), "another process holds that address")
+	})
+	t.Run("not this machine's address", func(t *testing.T) {
+		home := reachHome(t, directProfileAt("10.255.255.1:7443"))
+		writeCheapPassword(t, home, "correct horse battery")
+		if st := startReachSupervisor(t, home).Server.ReachStatus(); st.Open {
+			t.Skipf("this machine has 10.255.255.1: %+v", st)
+		}
+		wantNoCode(t, "not this machine's", home, "no code issued", "not open at 10.255.255.1:7443", "not this machine's")
+	})
+}
+
+// TestReachPairJudgesTheSupervisorsAnswer_R8: what the running supervisor says of its door
+// decides: a code only for a door open at the profile's address, with its fingerprint; a door
+// still open at the old address (the profile changed, not picked up yet), one not opened yet, and
+// one that failed, each a reason that says what to do.
+func TestReachPairJudgesTheSupervisorsAnswer_R8(t *testing.T) {
+	listen := netip.MustParseAddrPort("192.168.1.20:7443")
+	for _, tc := range []struct {
+		name string
+		st   supervisor.ReachStatus
+		want []string // in the error; none: the fingerprint is returned
+	}{
+		{"open here", supervisor.ReachStatus{Mode: "direct", Listen: listen.String(), Open: true, Fingerprint: "AB CD"}, nil},
+		{"open elsewhere", supervisor.ReachStatus{Mode: "direct", Listen: "192.168.1.20:8443", Open: true, Fingerprint: "AB CD"},
+			[]string{"open at 192.168.1.20:8443", "not yet at the profile's 192.168.1.20:7443", "SIGHUP"}},
+		{"not read yet", supervisor.ReachStatus{Mode: "off"}, []string{"not opened its door at 192.168.1.20:7443 yet", "try again"}},
+		{"off", supervisor.ReachStatus{Mode: "off", Why: "reach.mode is off"}, []string{"not open at 192.168.1.20:7443 (reach.mode is off)", "fleet reach status"}},
+		{"held", supervisor.ReachStatus{Mode: "direct", Listen: listen.String(), Why: "reach: listen on 192.168.1.20:7443: listen tcp4 192.168.1.20:7443: bind: " + syscall.EADDRINUSE.Error()},
+			[]string{"not open at 192.168.1.20:7443", "another process holds that address"}},
+		{"not this machine's", supervisor.ReachStatus{Mode: "direct", Listen: listen.String(), Why: "reach: listen on 192.168.1.20:7443: listen tcp4 192.168.1.20:7443: bind: " + syscall.EADDRNOTAVAIL.Error()},
+			[]string{"not open at 192.168.1.20:7443", "not this machine's"}},
+	} {
+		fp, err := openDoorFingerprint(tc.st, listen)
+		if tc.want == nil {
+			if err != nil || fp != "AB CD" {
+				t.Errorf("%s: %q, %v; want the fingerprint", tc.name, fp, err)
+			}
+			continue
+		}
+		if err == nil || fp != "" {
+			t.Errorf("%s: %q, %v; want an error", tc.name, fp, err)
+			continue
 		}
 		for _, w := range tc.want {
-			if !strings.Contains(errs, w) {
-				t.Errorf("%s: stderr %q lacks %q", tc.name, errs, w)
+			if !strings.Contains(err.Error(), w) || strings.Contains(err.Error(), "\n") {
+				t.Errorf("%s: %q lacks %q (or is not one line)", tc.name, err, w)
 			}
 		}
-		if _, err := os.Lstat(filepath.Join(pairingFolder(home), pairing.CodesFile)); !errors.Is(err, os.ErrNotExist) {
-			t.Errorf("%s: a code was issued", tc.name)
-		}
 	}
+}
+
+// TestReachPairRefusedWhileAnotherUserHoldsTheDoor_R8: when the running supervisor's door cannot
+// open because another local user holds its address (bound first: after a reboot, while fleet
+// restarted, or before DHCP gave the address), fleet reach pair issues no code and prints no
+// link: the phone that followed https://<listen>/pair#<code> would meet a certificate warning the
+// pairing flow tells it to expect, and the other user's server would read the live code from the
+// fragment and the long-lived pairing password from the form. Before the fix the code was issued
+// and the link printed.
+func TestReachPairRefusedWhileAnotherUserHoldsTheDoor_R8(t *testing.T) {
+	listen := rawhttp.FreeLoopbackAddr(t)
+	holdAsOtherUser(t, listen)
+	home := reachHome(t, directProfileAt(listen.String()))
+	writeCheapPassword(t, home, "correct horse battery")
+	d := startReachSupervisor(t, home)
+	if st := d.Server.ReachStatus(); st.Open || st.Why == "" {
+		t.Fatalf("control: the door on an address uid %d holds: %+v", otheruser.UID, st)
+	}
+	wantNoCode(t, "held by uid 4242", home, "no code issued", "not open at "+listen.String(), "another process holds that address")
 }
 
 // TestReachDevices_R8: the table and --json list every device (name, id6, created, last seen),

@@ -33,16 +33,8 @@ func runReachStatus(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(err)
 	}
-	resp, err := c.do(http.MethodGet, "/fleet/v1/reach", nil)
+	st, err := c.reachStatus()
 	if err != nil {
-		return fail(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fail(apiError(resp))
-	}
-	var st supervisor.ReachStatus
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&st); err != nil {
 		return fail(err)
 	}
 	if *asJSON {
@@ -64,4 +56,23 @@ func runReachStatus(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "devices:      %d\n", st.Devices)
 	return 0
+}
+
+// reachStatus is the running supervisor's direct-reach door, GET /fleet/v1/reach: what it has
+// open, and why not. The client dials only a supervisor of this same user (peercred.OwnClient), so
+// the answer is this user's door.
+func (c *apiClient) reachStatus() (supervisor.ReachStatus, error) {
+	var st supervisor.ReachStatus
+	resp, err := c.do(http.MethodGet, "/fleet/v1/reach", nil)
+	if err != nil {
+		return st, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return st, apiError(resp)
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&st); err != nil {
+		return st, fmt.Errorf("the supervisor's answer to GET /fleet/v1/reach: %w", err)
+	}
+	return st, nil
 }

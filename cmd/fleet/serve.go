@@ -41,6 +41,9 @@ type serveOptions struct {
 	logFormat       string // "text", "json" or "auto"
 	// ready, when set, is called with the address once the door serves (for tests).
 	ready func(addr string)
+	// server, when set, is given the supervisor just before ready is called (fleet demo asks it
+	// for its direct-reach door).
+	server func(*supervisor.Server)
 }
 
 func runServe(args []string, stdout, stderr io.Writer) int {
@@ -177,6 +180,9 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) int {
 		sock = paths.DefaultTailscaledSocket()
 	}
 	startupLine(stderr, log, o, addr, askTailscaled(ctx, sock))
+	if o.server != nil {
+		o.server(srv)
+	}
 	if o.ready != nil {
 		o.ready(addr)
 	}
