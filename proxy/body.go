@@ -34,7 +34,8 @@ var aLongTimeAgo = time.Unix(1, 0)
 // idleBody is a request body that is cut off when a Read waits idle for data from the caller: a
 // timer runs only while a Read waits (a console that reads slowly never counts against the
 // caller), and when it fires it sets the connection's read deadline in the past, which ends the
-// Read. The caller's connection is then closed by the hop's answer.
+// Read. The caller's connection is then closed by the hop's answer. With idle zero or less it
+// only reports (eof) whether the body was read to its end.
 type idleBody struct {
 	body    io.ReadCloser
 	idle    time.Duration
@@ -42,6 +43,9 @@ type idleBody struct {
 	ctrl    *http.ResponseController
 	stalled atomic.Bool
 	broken  atomic.Bool // the caller's framing of the body failed (a bad chunk, a short body)
+	// eof: a Read returned io.EOF, so nothing of the body is left on the caller's connection.
+	// Until then the hop's answer closes the connection and reads no more of it (Forward).
+	eof atomic.Bool
 
 	mu     sync.Mutex // guards timer and closed: Close may come from another goroutine than Read
 	timer  Timer      // started by the first Read
@@ -51,6 +55,11 @@ type idleBody struct {
 func (b *idleBody) Read(p []byte) (int, error) {
 	if b.stalled.Load() {
 		return 0, ErrBodyStalled
+	}
+	if b.idle <= 0 {
+		n, err := b.body.Read(p)
+		b.ended(err)
+		return n, err
 	}
 	b.mu.Lock()
 	if b.timer == nil {
@@ -69,10 +78,18 @@ func (b *idleBody) Read(p []byte) (int, error) {
 		b.stalled.Store(true)
 		return n, ErrBodyStalled
 	}
-	if err != nil && err != io.EOF {
+	b.ended(err)
+	return n, err
+}
+
+// ended notes how a Read of the caller's body ended: at its end (eof), or broken.
+func (b *idleBody) ended(err error) {
+	switch {
+	case err == io.EOF:
+		b.eof.Store(true)
+	case err != nil:
 		b.broken.Store(true)
 	}
-	return n, err
 }
 
 func (b *idleBody) cut() {

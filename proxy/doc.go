@@ -23,14 +23,21 @@
 //     FuzzFastHead checks on every head it admits, and the same request as ReverseProxy sends
 //     (TestFastLoopAnswersAsReverseProxy_S6_S9).
 //   - S7: the decision about /c/<id>/hooks is made on the decoded, canonical path (JudgePath), and the
-//     path forwarded is exactly the path judged; a path that is not canonical is 400 bad-path.
+//     path forwarded is exactly the path judged; a path that is not canonical is 400 bad-path, and
+//     so is a request-target with a space, a control byte or DEL anywhere, its query included
+//     (HTTP/2's :path may hold one; no console is sent a request line it would split otherwise).
 //   - S9: a request head over 64 KiB is 431 (MaxHeaderBytes: NewServer makes net/http read no
 //     more, the Door refuses what net/http still read, 431 header-too-large); only
 //     "Upgrade: websocket" is let through (CheckUpgrade); bodies are streamed, never
 //     buffered; server-sent events and responses of unknown length are flushed as they come, any
 //     other response at least every 50 ms. A request body that sends nothing for
 //     Hop.BodyIdleTimeout (60 s) is cut off: the console's request aborted, 408 body-timeout to
-//     the caller on a closed connection. Operational errors are logged at warning level.
+//     the caller on a closed connection. A body is read by the Transport alone, while the answer
+//     streams back (full duplex on HTTP/1); an answer that comes before the body's end closes the
+//     caller's connection after it, and what is left of the body is never read, so nothing reads
+//     a body without the idle timeout. Operational errors are logged at warning level.
+//   - R9: no console's answer — a 103 Early Hints included — sets one of fleet's own cookies
+//     (named, or nameless with such a value) nor speaks for the whole origin (ScrubConsoleAnswer).
 //   - S12: a request whose Origin is not its own origin is 403 cross-origin (CheckOrigin).
 //
 // The names, the folding of header names, the console-id grammar and the same-origin rule are
@@ -41,7 +48,8 @@
 // Door is the one entry point: an http.Handler that judges a request in SPEC order and answers,
 // refuses or forwards it, so that no door keeps its own copy of a rule or of the order. The first
 // failing check answers: S9 head size (431 header-too-large) → the door's Host admission → S3
-// (400 assertion-sent) → on a /c/… path, S7 (400 bad-path, then 403 hooks) → S9 upgrade (400
+// (400 assertion-sent) → S7 (400 bad-path for a target with a space or a control byte; then, on a
+// /c/… path, 400 bad-path, then 403 hooks) → S9 upgrade (400
 // bad-upgrade) → S12 (403 cross-origin); then a request that is not for a console goes to the
 // door's own pages, "/c/<id>" is 308 to "/c/<id>/", and a console request goes on: CONNECT and
 // TRACE (405 method) → the door's caller verification → the console (404 unknown-console) → the

@@ -87,8 +87,10 @@ type TokenSource interface {
 //  1. S9: a request head over MaxHeaderBytes is 431 header-too-large;
 //  2. the door's Host admission (Host);
 //  3. S3: an assertion header, under any spelling, is 400 assertion-sent;
-//  4. S7, on a console path only: a path that is not canonical is 400 bad-path, a hooks path 403
-//     hooks — before the upgrade and Origin checks, so hooks answers whatever else r carries;
+//  4. S7: a request-target with a space, a control byte or DEL anywhere (its query too) is 400
+//     bad-path, on every path; then, on a console path only, a path that is not canonical is 400
+//     bad-path, a hooks path 403 hooks — before the upgrade and Origin checks, so hooks answers
+//     whatever else r carries;
 //  5. S9: an upgrade other than WebSocket is 400 bad-upgrade;
 //  6. S12: an Origin that is not r's own origin is 403 cross-origin;
 //
@@ -146,6 +148,13 @@ func (d *Door) judge(r *http.Request) verdict {
 	}
 	if ref := CheckNoAssertion(r); ref != nil { // S3
 		return verdict{refusal: ref}
+	}
+	// S7: the target forwarded is the target judged, in a request line that every console's
+	// parser splits alike (method SP target SP version). The HTTP/1 door's parser refuses a
+	// target with a space or a control byte; HTTP/2's :path (the reach door) reaches here with
+	// any, and a space in the query would be sent on as it came ("GET /x?a /hooks HTTP/1.1").
+	if !visibleTarget(r.RequestURI) {
+		return verdict{refusal: badPath("refused character in the request-target")}
 	}
 	// S7: on a console path, bad-path and hooks answer before the upgrade and Origin checks
 	// (a hooks path is 403 hooks whatever else the request carries). The redirect of
@@ -227,44 +236,47 @@ func (d *Door) judgeConsole(r *http.Request, route Route) verdict {
 // byte for byte: no control byte at all (a tab included) and no space at either end (every
 // parser trims those). That is narrower than RFC 9110's field value (which allows a tab inside),
 // so it only refuses more; nothing fleet asserts holds a tab. The empty value is one. It is on
-// every request's path (the login in judgeConsole, every hop value in writeConsoleHead), so it
-// looks at eight bytes at a time: FuzzPlainValue holds it to the byte-by-byte rule.
+// every request's path (the login in judgeConsole, every hop value in writeConsoleHead).
 func plainValue(v string) bool {
-	if v == "" {
-		return true
-	}
-	if v[0] == ' ' || v[len(v)-1] == ' ' {
-		return false
-	}
-	if len(v) < 8 {
-		for i := 0; i < len(v); i++ {
-			if b := v[i]; b < ' ' || b == 0x7f {
+	return v == "" || v[0] != ' ' && v[len(v)-1] != ' ' && noByteBelow(v, ' ')
+}
+
+// visibleTarget reports whether a request-target holds no byte that cannot stand in an HTTP/1
+// request line as it is: none at or below 0x20 (a space, a control byte) and no 0x7f. (Bytes
+// from 0x80 are left to the path's own judgement, JudgePath, and pass in a query as net/http's
+// HTTP/1 server lets them.) It is on every request's path.
+func visibleTarget(s string) bool { return noByteBelow(s, ' '+1) }
+
+// noByteBelow reports whether s holds no byte below lo (lo ≤ 0x80) and no 0x7f (DEL). It looks
+// at eight bytes at a time, the last word overlapping the one before it; FuzzPlainValue and
+// FuzzVisibleTarget hold it to the byte-by-byte rule.
+func noByteBelow(s string, lo byte) bool {
+	if len(s) < 8 {
+		for i := 0; i < len(s); i++ {
+			if b := s[i]; b < lo || b == 0x7f {
 				return false
 			}
 		}
 		return true
 	}
-	// Eight bytes at a time, the last word overlapping the one before it.
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	below := uint64(lo) * ones
 	for i := 0; ; i += 8 {
-		if i > len(v)-8 {
-			i = len(v) - 8
+		if i > len(s)-8 {
+			i = len(s) - 8
 		}
-		if !plainWord(uint64(v[i]) | uint64(v[i+1])<<8 | uint64(v[i+2])<<16 | uint64(v[i+3])<<24 |
-			uint64(v[i+4])<<32 | uint64(v[i+5])<<40 | uint64(v[i+6])<<48 | uint64(v[i+7])<<56) { // one load
+		x := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56 // one load
+		// A byte below lo (Hacker's Delight's hasless, exact for whether one is, lo ≤ 128), or
+		// one equal to 0x7f (haszero of x XOR 0x7f…).
+		y := x ^ (0x7f * ones)
+		if (x-below)&^x&highs != 0 || (y-ones)&^y&highs != 0 {
 			return false
 		}
-		if i == len(v)-8 {
+		if i == len(s)-8 {
 			return true
 		}
 	}
-}
-
-// plainWord reports whether none of x's eight bytes is below 0x20 (Hacker's Delight's hasless,
-// exact for whether one is, for n ≤ 128) or equal to 0x7f (haszero of x XOR 0x7f…).
-func plainWord(x uint64) bool {
-	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	y := x ^ (0x7f * ones)
-	return (x-0x20*ones)&^x&highs == 0 && (y-ones)&^y&highs == 0
 }
 
 // refuse writes ref (one fleet.rejected line, SPEC S11) and tells Refused.

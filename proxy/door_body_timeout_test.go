@@ -6,6 +6,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -263,5 +265,112 @@ func TestSlowBodyNotCut_S9(t *testing.T) {
 	}
 	if e := slow.end(t); e.err != nil || e.body != body {
 		t.Errorf("console got %q, %v; want %q whole", e.body, e.err, body)
+	}
+}
+
+// earlyConsole is an honest net/http console whose handler answers 404 without reading the
+// request body, as any router does for a path it does not serve, and closes its connection (as
+// net/http itself does when 256 KiB or more are left unread); it reports each answer.
+func earlyConsole(t *testing.T) (addr string, answered <-chan struct{}) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := make(chan struct{}, 16)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Connection", "close")
+		http.NotFound(w, r)
+		ch <- struct{}{}
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return ln.Addr().String(), ch
+}
+
+// TestBodyLeftByConsoleNeverReadWithoutDeadline_S9: a console answers at once without reading
+// the body (a 404 of any Go console); the caller has sent some of it, sends a few bytes more,
+// then nothing. The hop's Transport stops forwarding the body at its next write; nothing that
+// reads it afterwards may do so without a deadline (S9: a body that sends nothing for the idle
+// timeout is cut off). Before the fix, net/http's server read the rest itself — up to 256 KiB
+// as the answer's head was written (it could not tell the hop's idleBody from a body the
+// handler left), and again when it closed the body — with no deadline and no idle timer: the
+// caller held a goroutine, its connection and the console's answer for ever. Now the console's
+// answer goes out at once with "Connection: close" and the connection closes after it. Here the
+// idle timeout is 300 ms; 4 s of silence later the caller must have been answered and closed.
+func TestBodyLeftByConsoleNeverReadWithoutDeadline_S9(t *testing.T) {
+	const idle = 300 * time.Millisecond
+	d := startTestDoor(t, func(door *Door) { door.Hop.BodyIdleTimeout = idle })
+	addr, answered := earlyConsole(t)
+	d.setConsole("early", addr)
+	for _, row := range []struct{ name, framing, first, more string }{
+		// Over 256 KiB left: net/http's discard as the answer's head was written.
+		{"S9 Content-Length 1 MiB", "Content-Length: 1048576", strings.Repeat("a", 1000), "b"},
+		// Under 256 KiB left: its read when closing the body after the handler.
+		{"S9 Content-Length 100 KB", "Content-Length: 100000", strings.Repeat("a", 1000), "b"},
+		{"S9 chunked", "Transfer-Encoding: chunked", "3e8\r\n" + strings.Repeat("a", 1000) + "\r\n", "1\r\nb\r\n"},
+	} {
+		t.Run(row.name, func(t *testing.T) {
+			conn := d.dial()
+			defer conn.Close()
+			head := serveReq("POST", "/c/early/nowhere", "Content-Type: application/octet-stream", row.framing)
+			if _, err := io.WriteString(conn, crlf(head)+row.first); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-answered:
+			case <-time.After(waitLimit):
+				t.Fatal("the console never saw the request")
+			}
+			time.Sleep(200 * time.Millisecond) // the console's answer reaches the hop
+			// The body moves on, well within the idle timeout: the first write ends the
+			// Transport's forwarding (its write to the closed console connection fails).
+			for i := 0; i < 4; i++ {
+				if _, err := io.WriteString(conn, row.more); err != nil {
+					break // closed already: fine
+				}
+				time.Sleep(idle / 4)
+			}
+			// Then the caller goes silent.
+			start := time.Now()
+			conn.SetReadDeadline(start.Add(4 * time.Second))
+			br := bufio.NewReader(conn)
+			resp, err := http.ReadResponse(br, nil)
+			if err == nil {
+				// Answered (the close that follows may reset the connection before the caller
+				// reads all of it: what is asserted is that it comes, and closes).
+				if resp.StatusCode != http.StatusNotFound || !resp.Close {
+					t.Errorf("got %d %q (close: %v), want the console's 404 with Connection: close",
+						resp.StatusCode, resp.Header.Get("X-Fleet-Reason"), resp.Close)
+				}
+				_, err = io.Copy(io.Discard, br)
+			}
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Fatalf("after %v of silence (body idle timeout %v) the caller's connection is still open: "+
+					"what is left of the body is read with no deadline", time.Since(start).Round(time.Millisecond), idle)
+			}
+		})
+	}
+}
+
+// TestBodyReadWholeKeepsConnection_S9: the close above costs only a request whose body the
+// console did not take whole. A body the console read to its end (with a length or chunked)
+// leaves the caller's connection open for its next request, which is judged and answered on it.
+func TestBodyReadWholeKeepsConnection_S9(t *testing.T) {
+	d := startTestDoor(t)
+	before := d.alpha.count()
+	first := serveReq("POST", "/c/alpha/form", "Content-Length: 5") + "hello"
+	second := serveReq("POST", "/c/alpha/chunked", "Transfer-Encoding: chunked") + "5\r\nworld\r\n0\r\n\r\n"
+	rs := d.rawMany(first+second+serveReq("GET", "/c/alpha/last"), 3)
+	for i, r := range rs {
+		if r.status != http.StatusOK {
+			t.Fatalf("answer %d: %d %q, want 200", i, r.status, r.reason)
+		}
+		if hasToken(r.header["Connection"], "close") {
+			t.Errorf("answer %d says Connection: close: a body read whole must not close the connection", i)
+		}
+	}
+	if got := d.alpha.Since(before); len(got) != 3 || got[0].Body != "hello" || got[1].Body != "world" {
+		t.Errorf("the console saw %d requests (%v), want the three with their bodies whole", len(got), got)
 	}
 }

@@ -1,6 +1,9 @@
 package proxy
 
 import (
+	"bufio"
+	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -154,5 +157,82 @@ func TestAssertionAndPrefix_S6(t *testing.T) {
 	r := d.raw(serveReq("GET", "/c/alpha"))
 	if r.status != http.StatusPermanentRedirect || r.header.Get("Location") != "/c/alpha/" {
 		t.Errorf("/c/alpha: %d Location %q", r.status, r.header.Get("Location"))
+	}
+}
+
+// hintsConsole answers every request, after reading its body, with a 103 Early Hints that carries
+// what ScrubConsoleAnswer keeps from a console's answers (fleet's own cookie, the origin-wide
+// headers), then 200.
+func hintsConsole(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		h := w.Header()
+		h.Set("Link", "</c/hints/app.css>; rel=preload; as=style")
+		h.Set("Set-Cookie", FleetCookiePrefix+"device=chosen-by-the-console; Path=/; Secure; HttpOnly; SameSite=Strict")
+		h.Set("Clear-Site-Data", `"cookies"`)
+		h.Set("Service-Worker-Allowed", "/")
+		w.WriteHeader(http.StatusEarlyHints)
+		clear(h)
+		io.WriteString(w, "ok")
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return ln.Addr().String()
+}
+
+// TestConsoleEarlyHintsScrubbed_R9: no console sets fleet's own cookies nor speaks for the whole
+// origin (R9: ScrubConsoleAnswer) — in an informational answer either, on each of the hop's three
+// paths. The fast loop scrubs a 103's head (exchange.go, writeAnswerHead); on the net/http path —
+// any request with a body, every upgrade, and the whole direct-reach door, where fleet's cookie
+// lives — httputil.ReverseProxy passes a 103 on from its own Got1xxResponse hook, which
+// ModifyResponse never sees. Before the fix, there (and in upgradeTransport, which calls that
+// hook with the console's header as it came) the console's Set-Cookie for __Host-fleet-…,
+// Clear-Site-Data and Service-Worker-Allowed reached the caller; now the hop's Transport
+// (hintsScrubbed) and upgradeTransport scrub a 1xx's header before that hook copies it.
+func TestConsoleEarlyHintsScrubbed_R9(t *testing.T) {
+	d := startTestDoor(t)
+	d.setConsole("hints", hintsConsole(t))
+	for _, row := range []struct{ name, req string }{
+		{"R9 103 to a GET (fast loop)", serveReq("GET", "/c/hints/page")},
+		{"R9 103 to a POST (net/http)", serveReq("POST", "/c/hints/form", "Content-Length: 2") + "hi"},
+		{"R9 103 to a WebSocket upgrade (upgradeTransport)", serveReq("GET", "/c/hints/ws",
+			"Connection: Upgrade", "Upgrade: websocket", "Sec-WebSocket-Version: 13", wsKey)},
+	} {
+		t.Run(row.name, func(t *testing.T) {
+			conn := d.dial()
+			defer conn.Close()
+			if _, err := io.WriteString(conn, crlf(row.req)); err != nil {
+				t.Fatal(err)
+			}
+			br := bufio.NewReader(conn)
+			hints, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if hints.StatusCode != http.StatusEarlyHints {
+				t.Fatalf("first answer %d, want the console's 103", hints.StatusCode)
+			}
+			if hints.Header.Get("Link") == "" {
+				t.Error("the 103's Link was not passed on")
+			}
+			for _, name := range []string{"Set-Cookie", "Clear-Site-Data", "Service-Worker-Allowed"} {
+				if v := hints.Header.Values(name); len(v) != 0 {
+					t.Errorf("the console's 103 reached the caller with %s: %q", name, v)
+				}
+			}
+			final, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(final.Body)
+			if final.StatusCode != http.StatusOK || string(body) != "ok" {
+				t.Errorf("final answer %d %q", final.StatusCode, body)
+			}
+		})
 	}
 }

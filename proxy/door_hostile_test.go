@@ -6,12 +6,20 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
+	"crypto/tls"
+	"errors"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 
 	"github.com/phase-console/fleet/internal/echoconsole"
 	"github.com/phase-console/fleet/internal/rawhttp"
@@ -291,5 +299,231 @@ func TestBodylessRefusalKeepsConnection_S7(t *testing.T) {
 			t.Errorf("%q: got %d %q then %d, want 403 hooks then 200 on the same connection", extra,
 				rs[0].status, rs[0].reason, rs[1].status)
 		}
+	}
+}
+
+// lineConsole is a console that records the request line of each request exactly as it came
+// (what a console's own HTTP/1 parser, in any language, has to read) and answers 200.
+func lineConsole(t *testing.T) (addr string, lines <-chan string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	ch := make(chan string, 16)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				line, err := br.ReadString('\n')
+				if err != nil {
+					return
+				}
+				ch <- strings.TrimRight(line, "\r\n")
+				for {
+					l, err := br.ReadString('\n')
+					if err != nil || l == "\r\n" {
+						break
+					}
+				}
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+			}()
+		}
+	}()
+	return ln.Addr().String(), ch
+}
+
+// h2Get sends one GET for path over a new HTTP/2 connection to addr, its :path written as given
+// (net/http's client would escape it), and returns the answer's :status and X-Fleet-Reason ("RST"
+// for a reset stream).
+func h2Get(t *testing.T, addr, path string) (status, reason string) {
+	t.Helper()
+	c, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(waitLimit))
+	io.WriteString(c, http2.ClientPreface)
+	fr := http2.NewFramer(c, c)
+	fr.WriteSettings()
+	var block bytes.Buffer
+	enc := hpack.NewEncoder(&block)
+	for _, kv := range [][2]string{{":method", "GET"}, {":scheme", "https"}, {":authority", "127.0.0.1"}, {":path", path}} {
+		enc.WriteField(hpack.HeaderField{Name: kv[0], Value: kv[1]})
+	}
+	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block.Bytes(), EndStream: true, EndHeaders: true})
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("reading the answer: %v", err)
+		}
+		switch f := f.(type) {
+		case *http2.HeadersFrame:
+			if f.StreamID != 1 {
+				continue
+			}
+			fields, _ := hpack.NewDecoder(4096, nil).DecodeFull(f.HeaderBlockFragment())
+			for _, hf := range fields {
+				switch hf.Name {
+				case ":status":
+					status = hf.Value
+				case "x-fleet-reason":
+					reason = hf.Value
+				}
+			}
+			return status, reason
+		case *http2.RSTStreamFrame:
+			if f.StreamID == 1 {
+				return "RST", ""
+			}
+		}
+	}
+}
+
+// TestHTTP2TargetWithSpaceRefused_S7: over HTTP/2 (the direct-reach door speaks it), a paired
+// phone can send a :path whose query holds a space — net/http's HTTP/2 server and
+// url.ParseRequestURI take it, where the HTTP/1 door's parser refuses such a request line
+// outright. Before the fix, rewrite copied In.URL.RawQuery as it came and net/http's Transport
+// wrote it as it was, so the console was sent "GET /x?a /hooks HTTP/1.1": a request line that is
+// not HTTP, whose target each console's parser reads its own way (one that takes the token before
+// the version reads "/hooks"). The target forwarded is the target judged, in a request line every
+// parser splits alike: the Door refuses a target with a space (or a control byte) anywhere, 400
+// bad-path, before anything is forwarded; an escaped space still goes through as it came.
+func TestHTTP2TargetWithSpaceRefused_S7(t *testing.T) {
+	d := startTestDoor(t)
+	addr, lines := lineConsole(t)
+	d.setConsole("line", addr)
+	ts := httptest.NewUnstartedServer(d.door) // the shared Door behind net/http's HTTP/2, as on the reach door
+	ts.EnableHTTP2 = true
+	ts.StartTLS()
+	t.Cleanup(ts.Close)
+	addr = ts.Listener.Addr().String()
+
+	for _, path := range []string{
+		"/c/line/x?a /hooks",
+		"/c/line/x? ",
+		"/c/line/x?a=1 HTTP/1.0",
+		"/c/line/x /hooks", // the path's own judgement refused this one already
+		"/?a b",            // a door's own page: refused alike
+	} {
+		status, reason := h2Get(t, addr, path)
+		if status != "400" || reason != ReasonBadPath {
+			t.Errorf(":path %q: answered %s %q, want 400 bad-path", path, status, reason)
+		}
+		select {
+		case line := <-lines:
+			t.Errorf(":path %q: the console was sent the request line %q", path, line)
+		default:
+		}
+	}
+	// An escaped space is a query like any other: forwarded as it came.
+	if status, reason := h2Get(t, addr, "/c/line/x?a%20/hooks"); status != "200" {
+		t.Errorf("an escaped space: answered %s %q, want the console's 200", status, reason)
+	}
+	select {
+	case line := <-lines:
+		if line != "GET /x?a%20/hooks HTTP/1.1" {
+			t.Errorf("the console was sent %q", line)
+		}
+	case <-time.After(waitLimit):
+		t.Error("the escaped query never reached the console")
+	}
+}
+
+// switchingConsole answers every request, once its head and body are read, with a 101 to
+// WebSocket, asked for or not, and reports for each connection how it ended: the error of its
+// next read (nil: it was still open after hold).
+func switchingConsole(t *testing.T, hold time.Duration) (addr string, ended <-chan error) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	ch := make(chan error, 4)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				req, err := http.ReadRequest(br)
+				if err != nil {
+					return
+				}
+				io.Copy(io.Discard, req.Body)
+				io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+				c.SetReadDeadline(time.Now().Add(hold))
+				_, err = br.ReadByte()
+				if errors.Is(err, os.ErrDeadlineExceeded) {
+					err = nil
+				}
+				ch <- err
+			}()
+		}
+	}()
+	return ln.Addr().String(), ch
+}
+
+// TestUnaskedSwitchClosesConsoleConnection_S9: a console that answers 101 to a request that
+// asked for no switch gets 502 (TestBadSwitchIsNotSpliced_S9) and its connection closed at once,
+// on the net/http path too (a body, the direct-reach door's HTTP/2): before the fix,
+// ReverseProxy's own refusal of the switch left the connection that the Transport had handed
+// over with the 101 open until the garbage collector found it — a descriptor, and a console
+// left waiting, per such answer. (The fast loop always closed it: exchange.go.)
+func TestUnaskedSwitchClosesConsoleConnection_S9(t *testing.T) {
+	d := startTestDoor(t)
+	addr, ended := switchingConsole(t, 3*time.Second)
+	d.setConsole("switcher", addr)
+	ts := httptest.NewUnstartedServer(d.door) // the shared Door behind net/http's HTTP/2, as on the reach door
+	ts.EnableHTTP2 = true
+	ts.StartTLS()
+	t.Cleanup(ts.Close)
+	h2 := ts.Client()
+
+	for _, row := range []struct {
+		name string
+		ask  func() (int, error)
+	}{
+		{"S9 a POST over HTTP/1 (net/http)", func() (int, error) {
+			r := d.rawAs(serveReq("POST", "/c/switcher/form", "Content-Length: 2") + "hi")
+			return r.status, nil
+		}},
+		{"S9 a GET over HTTP/2 (net/http)", func() (int, error) {
+			resp, err := h2.Get(ts.URL + "/c/switcher/page")
+			if err != nil {
+				return 0, err
+			}
+			defer resp.Body.Close()
+			if resp.ProtoMajor != 2 {
+				t.Errorf("asked over HTTP/%d, want 2", resp.ProtoMajor)
+			}
+			return resp.StatusCode, nil
+		}},
+	} {
+		t.Run(row.name, func(t *testing.T) {
+			status, err := row.ask()
+			if err != nil || status != http.StatusBadGateway {
+				t.Errorf("answered %d (%v), want 502", status, err)
+			}
+			select {
+			case err := <-ended:
+				if err == nil {
+					t.Error("the console's connection was still open 3 s after its 101 was refused")
+				}
+			case <-time.After(waitLimit):
+				t.Fatal("the console never answered")
+			}
+		})
 	}
 }

@@ -6,9 +6,11 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/phase-console/fleet/internal/echoconsole"
 )
@@ -253,4 +255,64 @@ func bigBody(n int) string {
 		fmt.Fprintf(&b, "%08x.", i)
 	}
 	return b.String()[:n]
+}
+
+// TestConsoleAnsweringFirstGetsWholeBody_S9: a console that answers at once and then reads the
+// upload (a progress stream, an echo: net/http's EnableFullDuplex, any HTTP/1.1 server that
+// streams) gets the body the caller sent, whole (S9: the hop streams, bodies are not buffered),
+// and the caller gets the whole answer. Before the fix, at the first flush of the answer
+// net/http's server discarded up to 256 KiB + 1 of the request body itself (the hop's handler
+// was not full duplex, and r.Body was the hop's idleBody, which it takes for a body the handler
+// left): bytes read off the caller's connection under the Transport's nose, which never reached
+// the console — it read a well-formed chunked body with a hole in its middle.
+func TestConsoleAnsweringFirstGetsWholeBody_S9(t *testing.T) {
+	d := startTestDoor(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := make(chan int, 1)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.NewResponseController(w).EnableFullDuplex()
+		io.WriteString(w, "started\n")
+		w.(http.Flusher).Flush()
+		b, _ := io.ReadAll(r.Body)
+		read <- len(b)
+		fmt.Fprintf(w, "read %d\n", len(b))
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	d.setConsole("duplex", ln.Addr().String())
+
+	conn := d.dial()
+	defer conn.Close()
+	if _, err := io.WriteString(conn, crlf(serveReq("POST", "/c/duplex/upload", "Transfer-Encoding: chunked"))); err != nil {
+		t.Fatal(err)
+	}
+	const chunk, chunks = 8 << 10, 64
+	go func() {
+		for i := 0; i < chunks; i++ {
+			if _, err := io.WriteString(conn, "2000\r\n"+strings.Repeat(string(rune('a'+i%26)), chunk)+"\r\n"); err != nil {
+				return
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+		io.WriteString(conn, "0\r\n\r\n")
+	}()
+	select {
+	case n := <-read:
+		if n != chunk*chunks {
+			t.Errorf("the console read a body of %d bytes, the caller sent %d", n, chunk*chunks)
+		}
+	case <-time.After(waitLimit):
+		t.Fatal("the console never finished reading the body")
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	if want := fmt.Sprintf("started\nread %d\n", chunk*chunks); resp.StatusCode != http.StatusOK || string(got) != want {
+		t.Errorf("the caller got %d %q, want 200 %q", resp.StatusCode, got, want)
+	}
 }

@@ -101,9 +101,10 @@ func ScrubIdentity(h http.Header) {
 // the console's choosing. DropFleetCookies keeps consoles from it.
 const FleetCookiePrefix = "__Host-fleet-"
 
-// DropFleetCookies removes from a console's answer h every Set-Cookie whose cookie name starts
-// with FleetCookiePrefix, in any case (browsers match the __Host- prefix without case), and
-// keeps the console's other cookies as they were.
+// DropFleetCookies removes from a console's answer h every Set-Cookie that sets a cookie a
+// browser may send back under a name that starts with FleetCookiePrefix (isFleetCookie), in any
+// case (browsers match the __Host- prefix without case), and keeps the console's other cookies as
+// they were.
 func DropFleetCookies(h http.Header) {
 	lines, ok := h["Set-Cookie"]
 	if !ok {
@@ -123,10 +124,18 @@ func DropFleetCookies(h http.Header) {
 }
 
 // isFleetCookie reports whether a Set-Cookie value sets a cookie whose name starts with
-// FleetCookiePrefix, in any case.
+// FleetCookiePrefix, in any case — or a nameless one whose value does. A cookie without a name
+// ("=v", RFC 6265bis 5.6; or "v" without any "=", which the name's check below already sees
+// whole) is sent back by a browser as its value alone, so "=__Host-fleet-device=x" comes back
+// as the line "__Host-fleet-device=x": fleet's cookie, wherever 6265bis's refusal of a nameless
+// cookie whose value starts with "__Host-" is not yet kept. Spaces around the name and the value
+// are trimmed, as a browser trims them (strings.TrimSpace trims more: it only drops more).
 func isFleetCookie(setCookie string) bool {
-	name, _, _ := strings.Cut(setCookie, "=")
+	name, value, _ := strings.Cut(setCookie, "=")
 	name = strings.TrimSpace(name)
+	if name == "" {
+		name = strings.TrimSpace(value)
+	}
 	return len(name) >= len(FleetCookiePrefix) && strings.EqualFold(name[:len(FleetCookiePrefix)], FleetCookiePrefix)
 }
 

@@ -9,7 +9,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/http/httputil"
+	"net/textproto"
 	"strings"
 	"sync"
 	"time"
@@ -74,6 +76,7 @@ type forwardKey struct{}
 type forward struct {
 	t    Target // a copy: the caller's Target need not escape to the heap
 	body *idleBody
+	h1   bool // the request came over HTTP/1: a body left unread closes its connection
 }
 
 // A DialFunc opens the connection to a console. The default, DialConsole, checks that the
@@ -109,9 +112,10 @@ func NewHop(log *slog.Logger, down DownMarker, dial DialFunc) *Hop {
 	}
 	h.rp = &httputil.ReverseProxy{
 		Rewrite:   h.rewrite,
-		Transport: transport,
-		// No console sets fleet's own cookies nor speaks for the whole origin (R9).
-		ModifyResponse: func(res *http.Response) error { ScrubConsoleAnswer(res.Header); return nil },
+		Transport: hintsScrubbed{transport},
+		// Every answer scrubbed (R9; its 1xx by hintsScrubbed), a switch nobody asked for
+		// refused, an answer before the body's end made to close the connection.
+		ModifyResponse: h.modifyResponse,
 		// ReverseProxy flushes every write of a text/event-stream response and of one without
 		// a Content-Length (a stream of unknown length), whatever this says (S9). Any other
 		// response is written through net/http's buffer and flushed at least this often, so
@@ -124,6 +128,24 @@ func NewHop(log *slog.Logger, down DownMarker, dial DialFunc) *Hop {
 	}
 	h.up = h.newUpgradeProxy(h.rp, dial)
 	return h
+}
+
+// hintsScrubbed is the hop's Transport: http.Transport, with every informational answer (103
+// Early Hints) scrubbed as a final one is (R9: ScrubConsoleAnswer) before ReverseProxy passes it
+// on. ReverseProxy copies a 1xx's header to the caller in its own ClientTrace.Got1xxResponse,
+// which ModifyResponse never sees; a trace added here is composed before it (httptrace: the hooks
+// of the trace added last are called first), so it scrubs the very header map that ReverseProxy
+// then copies.
+type hintsScrubbed struct{ *http.Transport }
+
+var scrubHints = &httptrace.ClientTrace{Got1xxResponse: func(_ int, h textproto.MIMEHeader) error {
+	ScrubConsoleAnswer(http.Header(h))
+	return nil
+}}
+
+func (t hintsScrubbed) RoundTrip(req *http.Request) (*http.Response, error) {
+	trace := *scrubHints // WithClientTrace composes into the trace it is given: a copy each time
+	return t.Transport.RoundTrip(req.WithContext(httptrace.WithClientTrace(req.Context(), &trace)))
 }
 
 const (
@@ -177,15 +199,62 @@ func (h *Hop) Forward(w http.ResponseWriter, r *http.Request, t *Target) {
 		h.forwardUpgrade(w, r, f)
 		return
 	}
-	if h.BodyIdleTimeout > 0 && hasBody(r) {
-		after := h.AfterFunc
-		if after == nil {
-			after = realAfterFunc
-		}
-		f.body = &idleBody{body: r.Body, idle: h.BodyIdleTimeout, after: after, ctrl: http.NewResponseController(w)}
-		r.Body = f.body
+	if !hasBody(r) { // the common case: nothing more to it
+		h.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), forwardKey{}, f)))
+		return
+	}
+	after := h.AfterFunc
+	if after == nil {
+		after = realAfterFunc
+	}
+	ctrl := http.NewResponseController(w)
+	f.body = &idleBody{body: r.Body, idle: h.BodyIdleTimeout, after: after, ctrl: ctrl}
+	r.Body = f.body
+	f.h1 = r.ProtoMajor == 1
+	if f.h1 {
+		// The body is the Transport's alone to read, while the answer is written too (S9: the
+		// hop streams both ways). Otherwise net/http's server, which cannot tell the hop's
+		// idleBody from a body the handler left, reads up to 256 KiB of it itself as the
+		// answer's head is written: with no deadline (a caller that goes quiet holds the
+		// connection for ever), and from under the Transport (a console that answers first and
+		// reads the upload after gets it with a hole in its middle).
+		ctrl.EnableFullDuplex()
 	}
 	h.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), forwardKey{}, f)))
+	if f.h1 && !f.body.eof.Load() {
+		// The answer is written, and said "Connection: close" (modifyResponse, answerFailed):
+		// nothing more is read of the body. The read deadline is set in the past (leaveBody),
+		// which ends a read the Transport's writer may still be waiting in, and the body is
+		// closed here, under that deadline: once the handler returns, net/http's server would
+		// first end such a read itself and clear the deadline (connReader.abortPendingRead),
+		// then read up to 256 KiB of what is left with none, to close the body.
+		leaveBody(w)
+		f.body.Close()
+	}
+}
+
+// modifyResponse is the hop's ReverseProxy's ModifyResponse: what it does to every console's
+// answer before a byte of it is passed on.
+func (h *Hop) modifyResponse(res *http.Response) error {
+	if res.StatusCode == http.StatusSwitchingProtocols {
+		// A switch nobody asked for (h.rp never carries an upgrade: forwardUpgrade; and h.up's
+		// upgradeTransport never returns a 101, it takes the connection over). Failed here,
+		// ReverseProxy closes the answer's body, which is the console's connection (its own
+		// refusal of the switch would leave that open until the garbage collector found it),
+		// and answers 502 through the ErrorHandler as it would have.
+		return errors.New("console answered 101 to a request that asked for no protocol switch")
+	}
+	// R9: no console sets fleet's own cookies nor speaks for the whole origin.
+	ScrubConsoleAnswer(res.Header)
+	if res.Request == nil || res.Request.ContentLength == 0 {
+		return nil // no body (hasBody): nothing more to it
+	}
+	if f, _ := res.Request.Context().Value(forwardKey{}).(*forward); f != nil && f.h1 && f.body != nil && !f.body.eof.Load() {
+		// The console answers before the Transport read the whole body: the caller's
+		// connection closes after this answer, so that nothing more is read of it (Forward).
+		res.Header.Set("Connection", "close")
+	}
+	return nil
 }
 
 // rewrite is the whole hop, as pure steps on the outgoing request. httputil.ReverseProxy has

@@ -272,3 +272,41 @@ func TestNamedInListsAndTrailers_S3(t *testing.T) {
 		}
 	}
 }
+
+// TestNamelessFleetCookieDropped_R9: a Set-Cookie without a name ("=value", RFC 6265bis 5.6: the
+// name is empty and the value is all of it) is stored by a browser that predates 6265bis's
+// refusal of a nameless cookie whose value starts with "__Host-", and sent back as the value
+// alone: "__Host-fleet-device=<value>", the very line by which the reach door reads a device's
+// credential. Before the fix, DropFleetCookies looked at the name before the first "=", which is
+// empty, and kept it: a console could add a second device cookie to a phone's jar (two are
+// believed as none: the phone is logged out) or, on a jar without one, its own. Every Set-Cookie
+// whose name-value pair, read either way, starts with the prefix (in any case) goes; a named
+// cookie whose value merely starts with it stays (it comes back under its own name).
+func TestNamelessFleetCookieDropped_R9(t *testing.T) {
+	for _, line := range []string{
+		"=" + FleetCookiePrefix + "device=chosen-by-the-console; Path=/; Secure; HttpOnly",
+		" = " + FleetCookiePrefix + "device=chosen; Secure",
+		"=\t__HOST-FLEET-device=chosen",
+		"=" + FleetCookiePrefix + "device",
+		FleetCookiePrefix + "device; Secure", // no "=": nameless too, value "__Host-fleet-device"
+		FleetCookiePrefix + "device=x; Secure",
+	} {
+		h := http.Header{"Set-Cookie": {line, "theme=dark"}}
+		ScrubConsoleAnswer(h)
+		if got := h.Values("Set-Cookie"); len(got) != 1 || got[0] != "theme=dark" {
+			t.Errorf("Set-Cookie %q: kept %q, want only the console's own theme=dark", line, got)
+		}
+	}
+	for _, line := range []string{
+		"theme=" + FleetCookiePrefix + "device=x", // named "theme": sent back as theme=…
+		"=theme-dark",
+		"=",
+		"x=" + FleetCookiePrefix,
+	} {
+		h := http.Header{"Set-Cookie": {line}}
+		ScrubConsoleAnswer(h)
+		if got := h.Values("Set-Cookie"); len(got) != 1 || got[0] != line {
+			t.Errorf("Set-Cookie %q: kept %q, want it kept as it is", line, got)
+		}
+	}
+}

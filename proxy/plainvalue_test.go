@@ -58,3 +58,48 @@ func FuzzPlainValue(f *testing.F) {
 		}
 	})
 }
+
+// visibleTargetByBytes is visibleTarget's rule, one byte at a time.
+func visibleTargetByBytes(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] <= ' ' || s[i] == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// TestVisibleTarget_S7: the request-targets the Door lets on to its path judgement, and those it
+// refuses 400 bad-path whatever the path (a space, a control byte or DEL, in the path or the
+// query), at every position of an eight-byte word.
+func TestVisibleTarget_S7(t *testing.T) {
+	for _, s := range []string{"", "/", "*", "/c/a/", "/c/alpha/x?a=1&b=%20", "/c/a/\x80\xff~!?\xc3\xa4", strings.Repeat("x", 43)} {
+		if !visibleTarget(s) {
+			t.Errorf("visibleTarget(%q) = false, want true", s)
+		}
+	}
+	for _, bad := range []byte{0, '\t', '\n', '\r', 0x1b, 0x1f, ' ', 0x7f} {
+		for n := 1; n <= 17; n++ {
+			for at := 0; at < n; at++ {
+				b := []byte(strings.Repeat("a", n))
+				b[at] = bad
+				if visibleTarget(string(b)) {
+					t.Errorf("visibleTarget(%q) = true, want false", b)
+				}
+			}
+		}
+	}
+}
+
+// FuzzVisibleTarget holds visibleTarget's eight-bytes-at-a-time test to the byte-by-byte rule.
+func FuzzVisibleTarget(f *testing.F) {
+	for _, s := range []string{"", "/c/alpha/x?a /hooks", "abcdefgh\x7f", "abcdefg\x20", "\x80\x9f\xa0\xff\x7e\x21\x20\x00",
+		"/c/alpha/x?q=%20", "a\tb", "\x21\x21\x21\x21\x21\x21\x21\x21\x20"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := visibleTarget(s), visibleTargetByBytes(s); got != want {
+			t.Fatalf("visibleTarget(%q) = %v, the rule says %v", s, got, want)
+		}
+	})
+}

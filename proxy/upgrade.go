@@ -184,7 +184,9 @@ func (u *upgradeTransport) RoundTrip(out *http.Request) (*http.Response, error) 
 		if res.StatusCode < 100 || res.StatusCode > 199 || res.StatusCode == http.StatusSwitchingProtocols {
 			break
 		}
-		// 103 Early Hints and the like: passed on as ReverseProxy passes them on.
+		// 103 Early Hints and the like: passed on as ReverseProxy passes them on, scrubbed as
+		// the final answer is (R9).
+		ScrubConsoleAnswer(res.Header)
 		if trace := httptrace.ContextClientTrace(ctx); trace != nil && trace.Got1xxResponse != nil {
 			if err := trace.Got1xxResponse(res.StatusCode, textproto.MIMEHeader(res.Header)); err != nil {
 				return fail(err)
