@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/phase-console/fleet/pairing"
 	"github.com/phase-console/fleet/proxy"
@@ -102,7 +103,7 @@ func (d *Door) Revoke(id6 string) {
 	})
 }
 
-// streams are the forwarded requests in flight, by device, so that a revocation can cancel them:
+// streams are the forwarded requests in flight, by device, so that a revocation can end them:
 // http.Server knows nothing of who a response is for. It remembers when (in its own count of
 // revocations) each device was last revoked, so that a request that authenticated a moment
 // before its device's revocation is not forwarded after it. Only such a request is refused: a
@@ -110,13 +111,34 @@ func (d *Door) Revoke(id6 string) {
 // device was reported gone) is let in again by the requests that authenticate afterwards.
 type streams struct {
 	mu      sync.Mutex
-	live    map[string]map[*context.CancelFunc]struct{}
+	live    map[string]map[*stream]struct{}
 	seq     uint64            // revocations told so far
 	revoked map[string]uint64 // by id6: seq just after its last revocation
 }
 
+// stream is one forwarded request in flight.
+type stream struct {
+	cancel context.CancelFunc
+	rc     *http.ResponseController // its answer; nil in tests of the bookkeeping alone
+}
+
+// end ends st at once. Cancelling its context ends the hop's exchange with the console, but not
+// a write to the device that waits (on HTTP/2, for a flow-control window the device does not
+// open; on HTTP/1.1, for a socket it does not read): net/http's writers do not watch the
+// context. A write deadline in the past ends that too: the HTTP/2 stream is reset at once
+// (RST_STREAM), the HTTP/1.1 connection's writes fail and it is closed (a WebSocket's, which the
+// hop hijacked, is closed by Revoke anyway). A stream's entry is forgotten (track's done) before
+// its handler returns, and end is only called with streams.mu held, so rc is never used after
+// its request is over.
+func (st *stream) end() {
+	st.cancel()
+	if st.rc != nil {
+		st.rc.SetWriteDeadline(time.Unix(1, 0))
+	}
+}
+
 func (s *streams) init() {
-	s.live = map[string]map[*context.CancelFunc]struct{}{}
+	s.live = map[string]map[*stream]struct{}{}
 	s.revoked = map[string]uint64{}
 }
 
@@ -128,11 +150,13 @@ func (s *streams) mark() uint64 {
 	return s.seq
 }
 
-// track returns a context that the device id6's revocation cancels, and the func that forgets it;
-// ok is false when id6 was revoked since mark, which was taken before it was authenticated.
-func (s *streams) track(parent context.Context, id6 string, mark uint64) (_ context.Context, done func(), ok bool) {
+// track returns a context that the device id6's revocation cancels — which also expires the
+// write deadline of rc, the request's answer (stream.end) — and the func that forgets it, to be
+// called before the request's handler returns; ok is false when id6 was revoked since mark,
+// which was taken before it was authenticated.
+func (s *streams) track(parent context.Context, rc *http.ResponseController, id6 string, mark uint64) (_ context.Context, done func(), ok bool) {
 	ctx, cancel := context.WithCancel(parent)
-	key := &cancel
+	st := &stream{cancel: cancel, rc: rc}
 	s.mu.Lock()
 	if s.revoked[id6] > mark {
 		s.mu.Unlock()
@@ -140,13 +164,13 @@ func (s *streams) track(parent context.Context, id6 string, mark uint64) (_ cont
 		return nil, nil, false
 	}
 	if s.live[id6] == nil {
-		s.live[id6] = map[*context.CancelFunc]struct{}{}
+		s.live[id6] = map[*stream]struct{}{}
 	}
-	s.live[id6][key] = struct{}{}
+	s.live[id6][st] = struct{}{}
 	s.mu.Unlock()
 	return ctx, func() {
 		s.mu.Lock()
-		delete(s.live[id6], key)
+		delete(s.live[id6], st)
 		if len(s.live[id6]) == 0 {
 			delete(s.live, id6)
 		}
@@ -160,8 +184,8 @@ func (s *streams) cancel(id6 string) {
 	defer s.mu.Unlock()
 	s.seq++
 	s.revoked[id6] = s.seq
-	for c := range s.live[id6] {
-		(*c)()
+	for st := range s.live[id6] {
+		st.end()
 	}
 }
 
@@ -169,8 +193,8 @@ func (s *streams) cancelAll() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, m := range s.live {
-		for c := range m {
-			(*c)()
+		for st := range m {
+			st.end()
 		}
 	}
 }

@@ -24,6 +24,30 @@
 // request with a body closes the connection without reading the rest of the body (S9): net/http
 // would otherwise wait for it, under no deadline, to keep the connection.
 //
+// Such an answer is also given up when its caller does not take it (S9, R6): net/http's HTTP/2
+// server keeps a stream's handler goroutine for as long as its answer cannot be sent, so a
+// stranger who never opened its flow-control window held about 16 KiB for every stream it
+// opened, for as long as it kept the connection. The values, and why:
+//
+//   - AnswerTimeout, 10 s: each of the door's own answers has a write deadline, from the
+//     request's start — or from the last read of its body, for the pairing form, so that a form
+//     that keeps moving is never cut (S9) — past which its HTTP/2 stream is reset or its HTTP/1.1
+//     connection closed. The same 10 s a stranger has to send its head (ReadHeaderTimeout); the
+//     largest such answer is a few KiB.
+//   - No deadline on a paired device's request forwarded to a console: server-sent events and
+//     WebSockets last as long as they last (its deadline is lifted before the hop sees it).
+//   - HTTP2MaxStreams, 100 streams at once per HTTP/2 connection (net/http's default is 250;
+//     100 is the least RFC 9113 §6.5.2 recommends): with AnswerTimeout, a caller that takes no
+//     answer holds at most about 1.6 MiB per connection, for at most 10 s a stream.
+//   - HTTP2WriteByteTimeout, 30 s: an HTTP/2 connection that takes no byte at all (a client that
+//     stopped reading its socket, so that not even a stream's reset gets out) is closed.
+//   - HTTP2PingAfter, 30 s, and HTTP2PingTimeout, 15 s: an HTTP/2 connection from which nothing
+//     came for 30 s is pinged, and closed if the ping is not answered within 15 s.
+//
+// Revoking a device (Door.Revoke, R8) cancels its forwarded requests and sets their write
+// deadline in the past, which resets an HTTP/2 stream at once even when its flow-control window
+// is closed: a cancelled context alone does not end net/http's wait to write.
+//
 // Files, one job each:
 //
 //   - profile.go: the machine profile, parsed strictly and validated (R1–R3, F1): LoadProfile,
@@ -31,6 +55,8 @@
 //   - limiter.go: the failure limiter (R6): Limiter, NewLimiter, PeerAddr.
 //   - door.go: the door (Open, Door): its listener on exactly the profile's address, over TLS
 //     from package ca (R2, R4), and the order in which it judges a request.
+//   - answer.go: the bounds in time on what the door writes (S9, R6): AnswerTimeout on its own
+//     answers, lifted for a forwarded request, and its HTTP/2 settings.
 //   - host.go: Host and SNI admission (R5).
 //   - routes.go: the door's own routes on httprouter — /ca.crt, the pairing pages, the redirect
 //     of an unpaired caller (R7), and a paired device's index and 403 reach-settings (R1).

@@ -64,6 +64,8 @@ type Config struct {
 	// gives accepted connections the peer addresses of sources a loopback socket cannot have
 	// (another /64, an IPv4-mapped address) to test the limiter through the door.
 	wrapListener func(net.Listener) net.Listener
+	// answerTimeout, for this package's tests only, replaces AnswerTimeout when not zero.
+	answerTimeout time.Duration
 }
 
 // A Door is the direct-reach door, open and serving on its one address until Close.
@@ -89,7 +91,8 @@ type Config struct {
 //
 // Only a paired device's request for a console path is forwarded; every other answer is the
 // door's own, and one to a request with a body closes its connection without reading the body
-// (S9, proxy.AnswerItself).
+// (S9, proxy.AnswerItself). An answer of the door's own that its caller has not taken within
+// AnswerTimeout is given up (S9, R6: answer.go).
 type Door struct {
 	cfg     Config
 	log     *slog.Logger
@@ -161,6 +164,7 @@ func Open(ctx context.Context, cfg Config) (*Door, error) {
 	d.router = d.newRouter()
 	d.srv = proxy.NewServer(d, cfg.Log)
 	d.srv.TLSConfig = auth.TLSConfig()
+	d.srv.HTTP2 = http2Config() // S9, R6 (answer.go)
 	go func() {
 		defer close(d.served)
 		if err := d.srv.ServeTLS(ln, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -201,6 +205,7 @@ func (d *Door) Failure(r *http.Request) { d.limiter.Failure(PeerAddr(r)) }
 
 // ServeHTTP judges r in the order documented on Door.
 func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	r = d.ownAnswer(w, r) // S9: given up after AnswerTimeout, unless notMine forwards r
 	src := PeerAddr(r)
 	if ref := d.admitHost(r); ref != nil { // R5
 		defer proxy.AnswerItself(w, r)()

@@ -1,13 +1,18 @@
 package reach
 
-// Red-team tests of revocation on the door: the register's file going bad, then good again.
+// Red-team tests of revocation on the door: the register's file going bad, then good again; a
+// revoked device's HTTP/2 streams, one of them stalled.
 
 import (
 	"context"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
 
 	"github.com/phase-console/fleet/pairing"
 )
@@ -54,16 +59,16 @@ func TestRevokedAfterAuthenticationNotForwarded_R8(t *testing.T) {
 	s.init()
 	before := s.mark() // the request authenticated its device
 	s.cancel("abcdef") // then the device was revoked
-	if _, _, ok := s.track(context.Background(), "abcdef", before); ok {
+	if _, _, ok := s.track(context.Background(), nil, "abcdef", before); ok {
 		t.Error("a request authenticated before its device's revocation was let through after it")
 	}
-	if _, done, ok := s.track(context.Background(), "zzzzzz", before); !ok {
+	if _, done, ok := s.track(context.Background(), nil, "zzzzzz", before); !ok {
 		t.Error("another device's request was refused")
 	} else {
 		done()
 	}
 	after := s.mark()
-	ctx, done, ok := s.track(context.Background(), "abcdef", after)
+	ctx, done, ok := s.track(context.Background(), nil, "abcdef", after)
 	if !ok {
 		t.Fatal("a request authenticated after the revocation (the device believed again) was refused")
 	}
@@ -72,4 +77,77 @@ func TestRevokedAfterAuthenticationNotForwarded_R8(t *testing.T) {
 		t.Error("a revocation did not cancel the device's request in flight")
 	}
 	done()
+}
+
+// TestRevocationEndsItsHTTP2Streams_R8: one HTTP/2 connection carries two event streams of a
+// device and a stream without its cookie; revoking the device ends both of its streams at once
+// (each reset), and the next stream on the same connection, with the same cookie, is unpaired.
+func TestRevocationEndsItsHTTP2Streams_R8(t *testing.T) {
+	d := startTestDoor(t)
+	dev, cookie := d.pair("phone")
+	c := d.dialH2(t)
+	c.get(1, "/c/alpha/sse", cookie)
+	c.get(3, "/c/alpha/sse/2", cookie)
+	c.get(5, "/c/alpha/sse")
+	if !c.wait(time.Now().Add(waitLimit), func() bool {
+		return c.streams[1].data.Len() > 0 && c.streams[3].data.Len() > 0 && c.streams[5].done != ""
+	}) {
+		t.Fatal("the streams did not start")
+	}
+	if status, _, _, _ := c.stream(5); status != http.StatusSeeOther {
+		t.Errorf("the stream without the cookie: %d, want 303", status)
+	}
+	if err := d.register.Revoke(dev.ID6); err != nil {
+		t.Fatal(err)
+	}
+	if !c.wait(time.Now().Add(waitLimit), func() bool { return c.streams[1].done != "" && c.streams[3].done != "" }) {
+		t.Fatal("the revoked device's HTTP/2 streams are still open")
+	}
+	c.get(7, "/c/alpha/x", cookie)
+	if !c.wait(time.Now().Add(waitLimit), func() bool { return c.streams[7].status != 0 }) {
+		t.Fatal("no answer after the revocation")
+	}
+	if status, reason, _, _ := c.stream(7); status != http.StatusSeeOther {
+		t.Errorf("the revoked cookie on the same connection: %d %q, want 303", status, reason)
+	}
+}
+
+// TestRevocationResetsStalledHTTP2Stream_R8: a device's event stream whose HTTP/2 flow-control
+// window is closed — the device's browser stopped reading it, or never opened it — ends at once
+// when the device is revoked (R8: "at once, its live connections included"). The hop's write of
+// the console's event waits in net/http's HTTP/2 writer for a window that never opens, and
+// cancelling the request's context does not end that wait: the stream stayed open, with the
+// device's goroutine, for as long as the device kept its connection. Another device's stalled
+// stream on the same connection is left as it is, and neither was cut before the revocation by
+// the deadline of the door's own answers (S9).
+func TestRevocationResetsStalledHTTP2Stream_R8(t *testing.T) {
+	const timeout = 100 * time.Millisecond
+	d := startTestDoor(t, func(c *Config) { c.answerTimeout = timeout })
+	dev, cookie := d.pair("phone")
+	_, other := d.pair("tablet")
+	c := d.dialH2(t, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
+	c.get(1, "/c/alpha/sse", cookie)
+	c.get(3, "/c/alpha/sse/other", other)
+	if !c.wait(time.Now().Add(waitLimit), func() bool { return c.streams[1].status != 0 && c.streams[3].status != 0 }) {
+		t.Fatal("the streams did not start")
+	}
+	time.Sleep(3 * timeout)
+	for _, id := range []uint32{1, 3} {
+		if status, _, data, done := c.stream(id); status != http.StatusOK || data != "" || done != "" {
+			t.Fatalf("stream %d before the revocation: %d, %q, ended %q; want 200, no data yet, open", id, status, data, done)
+		}
+	}
+
+	if err := d.register.Revoke(dev.ID6); err != nil {
+		t.Fatal(err)
+	}
+	if !c.wait(time.Now().Add(waitLimit), func() bool { return c.streams[1].done != "" || c.ended != nil }) {
+		t.Fatal("the revoked device's stalled HTTP/2 stream is still open")
+	}
+	if _, _, _, done := c.stream(1); !strings.HasPrefix(done, "rst") {
+		t.Errorf("the revoked device's stream ended %q, want reset", done)
+	}
+	if _, _, _, done := c.stream(3); done != "" {
+		t.Errorf("the other device's stream ended %q with the revocation", done)
+	}
 }

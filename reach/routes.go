@@ -74,9 +74,10 @@ func (d *Door) notMine(w http.ResponseWriter, r *http.Request) {
 		var ctx context.Context
 		var done func()
 		mark, _ := r.Context().Value(markKey{}).(uint64) // none: 0, refused if ever revoked (fail closed)
-		if ctx, done, ok = d.streams.track(r.Context(), dev.ID6, mark); ok {
+		rc := http.NewResponseController(w)
+		if ctx, done, ok = d.streams.track(r.Context(), rc, dev.ID6, mark); ok {
 			defer done()
-			r = r.WithContext(ctx)
+			r = forwarded(rc, r.WithContext(ctx)) // no deadline of the door's own answers (answer.go)
 		}
 	}
 	if !ok {
