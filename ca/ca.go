@@ -19,6 +19,24 @@
 //
 //	roots/<sha256-hex>.crt, .key   every root ever made, named by its fingerprint, never overwritten
 //	leaf/                         certmagic's storage: certificates/…, locks/…
+//	leaf/certificates/<issuer>/<ip>.broken-<UTC time>/   a leaf set aside (below), kept
+//
+// The root and the leaf are not judged alike when they cannot be used. The root is what every
+// paired phone trusts: a root file that does not parse is an error that names it, and nothing is
+// changed. The leaf is disposable: it is re-made from the root at any time and replaced every
+// few days anyway, and no phone holds anything of it. certmagic renews it with a fresh key (the
+// key rotates) and stores it as three separate atomic writes (.key, .crt, .json), so a process
+// killed between them leaves a new key beside the old certificate, and a renewal rolled back
+// after a failed write (certmagic deletes what it had written) leaves files missing. So at Open,
+// a stored leaf for the address whose .key, .crt or .json is missing, whose key and certificate
+// are not a pair, or one of whose files does not parse at all (garbage is not told apart from a
+// torn renewal: the remedy is the same) is set aside: its folder is renamed to
+// <ip>.broken-<UTC time> beside it, never deleted or overwritten (F2: nothing is silently lost),
+// one warning (fleet.reach-leaf-set-aside) names both folders and why, and a new leaf is issued
+// from the same root, which is not touched (R4). A leaf file that is too open, someone else's or
+// a symlink is still refused (F1), never set aside. A leaf that parses and pairs but does not
+// verify under its root for the address (something this package never writes) stays an error
+// naming its folder. Set-aside folders are never removed by fleet; they can be deleted by hand.
 //
 // Guarantees: the folder and every folder below it are 0700 and every file 0600, including the
 // lock files (this package implements certmagic's Storage on internal/state rather than using
@@ -131,6 +149,11 @@ func Open(ctx context.Context, dir string, ip netip.Addr, opts Options) (*Author
 	if err != nil {
 		return nil, fmt.Errorf("ca: %w", err)
 	}
+	// A leaf left unusable (a renewal killed between its key and its certificate) would keep the
+	// door shut at every start: it is moved aside, kept, and a new one made (F2, R4).
+	if err := a.setAsideBrokenLeaf(ctx); err != nil {
+		return nil, fmt.Errorf("ca: leaf for %s: %w", a.name, err)
+	}
 
 	zl := zap.New(newSlogCore(a.log.Handler()))
 	a.cache = certmagic.NewCache(certmagic.CacheOptions{
@@ -157,9 +180,10 @@ func Open(ctx context.Context, dir string, ip netip.Addr, opts Options) (*Author
 	}
 	if err != nil {
 		a.Close()
-		// A stored leaf that does not parse is never replaced (F2): name its folder, and say
+		// What setAsideBrokenLeaf leaves in place (a leaf that parses and pairs but that this
+		// root did not make for this address) is never replaced (F2): name its folder, and say
 		// that the leaf, unlike the root, is disposable.
-		site, _ := a.storage.filename(certmagic.StorageKeys.CertsSitePrefix((&issuer{a: a}).IssuerKey(), a.name))
+		site, _ := a.leafSite()
 		return nil, fmt.Errorf("ca: leaf for %s in %s: %w (the leaf is disposable: remove that folder to have a new one made)", a.name, site, err)
 	}
 	return a, nil

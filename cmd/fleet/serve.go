@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	stdlog "log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -22,6 +23,7 @@ import (
 	"github.com/phase-console/fleet/contract"
 	"github.com/phase-console/fleet/internal/state"
 	"github.com/phase-console/fleet/pairing"
+	"github.com/phase-console/fleet/proxy"
 	"github.com/phase-console/fleet/supervisor"
 )
 
@@ -127,6 +129,11 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) int {
 	addr := ln.Addr().String()
 
 	log := slog.New(slog.NewJSONHandler(stderr, nil))
+	// net/http's Transport (and the HTTP/2 code bundled in net/http) writes some errors through
+	// the standard log package ("Unsolicited response received on idle HTTP channel …"). While
+	// serve runs they go where the servers' own errors go (Server.ErrorLog, proxy.NewServer):
+	// one JSON line, fleet.http-error, at warning level (S9, S11), never a raw line on stderr.
+	defer redirectStdLog(proxy.WarnLogger(log, "fleet.http-error"))()
 	srv, err := supervisor.New(supervisor.Config{
 		StateHome:       o.home,
 		TailscaleSocket: o.tailscaleSocket,
@@ -203,6 +210,20 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) int {
 	}
 	log.Info("fleet.stopped", "addr", addr)
 	return status
+}
+
+// redirectStdLog points the log package's standard logger at to (its output only: no flags, no
+// prefix, so each line reaches to as it was written) and returns what puts it back.
+func redirectStdLog(to *stdlog.Logger) (restore func()) {
+	out, flags, prefix := stdlog.Writer(), stdlog.Flags(), stdlog.Prefix()
+	stdlog.SetOutput(to.Writer())
+	stdlog.SetFlags(0)
+	stdlog.SetPrefix("")
+	return func() {
+		stdlog.SetOutput(out)
+		stdlog.SetFlags(flags)
+		stdlog.SetPrefix(prefix)
+	}
 }
 
 // removeAddrFile removes supervisor.addr when it still names addr: a supervisor that stopped

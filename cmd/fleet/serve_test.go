@@ -1,18 +1,22 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	stdlog "log"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/phase-console/fleet/internal/rawhttp"
 	"github.com/phase-console/fleet/internal/state"
@@ -364,5 +368,75 @@ func TestServeRefusesTooOpenAddrFile_F1(t *testing.T) {
 	}
 	if fi, err := os.Stat(addrFile); err != nil || fi.Mode().Perm() != 0o644 {
 		t.Errorf("supervisor.addr was changed: %v %v", fi.Mode(), err)
+	}
+}
+
+// TestServeStdLogIsJSONWarning_S9: what net/http's Transport writes through the standard log
+// package while serve runs ("Unsolicited response received on idle HTTP channel …", here from a
+// server that answers one request twice) comes out as one JSON line at warning level
+// (fleet.http-error, as the servers' own errors), never as a raw line: every line serve writes
+// is JSON. Once serve returns, the standard logger is as it was.
+func TestServeStdLogIsJSONWarning_S9(t *testing.T) {
+	before, flags, prefix := stdlog.Writer(), stdlog.Flags(), stdlog.Prefix()
+	rs := startServe(t, filepath.Join(t.TempDir(), "state"), "json")
+
+	// A server that sends a second, unasked answer right behind the first: the Transport finds it
+	// on the idle connection and says so through the log package.
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+		io.Copy(io.Discard, c) // until the Transport closes it
+	}()
+	tr := &http.Transport{Proxy: nil}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr}).Get("http://" + ln.Addr().String() + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	const said = "Unsolicited response received on idle HTTP channel"
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(rs.stderr.String(), said) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the Transport's line never came (stderr %s)", rs.stderr)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	stdlog.Print("a line of the log package's own") // and any other writer of the standard logger
+	if st := rs.stop(); st != 0 {
+		t.Fatalf("exit %d", st)
+	}
+
+	var found []string
+	for _, l := range strings.Split(strings.TrimSuffix(rs.stderr.String(), "\n"), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Errorf("a line that is not JSON: %q", l)
+			continue
+		}
+		if e, _ := m["error"].(string); strings.HasPrefix(e, said) || e == "a line of the log package's own" {
+			if m["level"] != "WARN" || m["msg"] != "fleet.http-error" {
+				t.Errorf("standard log line %v: want level WARN, msg fleet.http-error", m)
+			}
+			found = append(found, e)
+		}
+	}
+	if len(found) != 2 {
+		t.Errorf("standard log lines found %q, want the Transport's and the test's (stderr %s)", found, rs.stderr)
+	}
+	if stdlog.Writer() != before || stdlog.Flags() != flags || stdlog.Prefix() != prefix {
+		t.Errorf("the standard logger was not put back: %v %d %q", stdlog.Writer(), stdlog.Flags(), stdlog.Prefix())
 	}
 }

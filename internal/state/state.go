@@ -20,7 +20,10 @@ import (
 )
 
 // Home resolves <stateHome>: flagValue (--state-dir), else $PHASE_CONSOLE_STATE_HOME, else
-// $XDG_STATE_HOME/phase-console, else ~/.local/state/phase-console.
+// $XDG_STATE_HOME/phase-console, else ~/.local/state/phase-console. The first two are made
+// absolute against the working folder. $XDG_STATE_HOME counts only when it is an absolute path:
+// the XDG Base Directory Specification says a relative one is invalid and must be ignored, so a
+// relative value falls through to ~/.local/state, as an empty one does.
 func Home(flagValue string) (string, error) {
 	if flagValue != "" {
 		return filepath.Abs(flagValue)
@@ -28,7 +31,7 @@ func Home(flagValue string) (string, error) {
 	if v := os.Getenv("PHASE_CONSOLE_STATE_HOME"); v != "" {
 		return filepath.Abs(v)
 	}
-	if v := os.Getenv("XDG_STATE_HOME"); v != "" {
+	if v := os.Getenv("XDG_STATE_HOME"); filepath.IsAbs(v) {
 		return filepath.Join(v, "phase-console"), nil
 	}
 	home, err := os.UserHomeDir()

@@ -172,18 +172,37 @@ func TestTokenFailsClosed_C1(t *testing.T) {
 	}
 }
 
+// TestHome: <stateHome> is --state-dir, else $PHASE_CONSOLE_STATE_HOME, else
+// $XDG_STATE_HOME/phase-console when that is absolute (the XDG Base Directory Specification says a
+// relative value must be ignored), else ~/.local/state/phase-console.
 func TestHome(t *testing.T) {
-	t.Setenv("PHASE_CONSOLE_STATE_HOME", "")
-	t.Setenv("XDG_STATE_HOME", "/x")
-	if h, _ := Home(""); h != "/x/phase-console" {
-		t.Fatal(h)
+	cwd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Setenv("PHASE_CONSOLE_STATE_HOME", "/p")
-	if h, _ := Home(""); h != "/p" {
-		t.Fatal(h)
-	}
-	if h, _ := Home("/f"); h != "/f" {
-		t.Fatal(h)
+	for _, tc := range []struct {
+		name           string
+		flag, env, xdg string
+		want           string
+	}{
+		{"XDG absolute", "", "", "/x", "/x/phase-console"},
+		{"XDG absolute, unclean", "", "", "/x//y/", "/x/y/phase-console"},
+		{"XDG relative is ignored", "", "", "x/state", "/home/u/.local/state/phase-console"},
+		{"XDG dot-relative is ignored", "", "", "./state", "/home/u/.local/state/phase-console"},
+		{"XDG empty", "", "", "", "/home/u/.local/state/phase-console"},
+		{"PHASE_CONSOLE_STATE_HOME before XDG", "", "/p", "/x", "/p"},
+		{"PHASE_CONSOLE_STATE_HOME relative is made absolute", "", "p", "/x", filepath.Join(cwd, "p")},
+		{"--state-dir before all", "/f", "/p", "/x", "/f"},
+		{"--state-dir relative is made absolute", "f", "", "x", filepath.Join(cwd, "f")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("HOME", "/home/u")
+			t.Setenv("PHASE_CONSOLE_STATE_HOME", tc.env)
+			t.Setenv("XDG_STATE_HOME", tc.xdg)
+			if h, err := Home(tc.flag); err != nil || h != tc.want {
+				t.Fatalf("Home(%q) = %q, %v; want %q", tc.flag, h, err, tc.want)
+			}
+		})
 	}
 }
 
