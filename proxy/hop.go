@@ -353,6 +353,7 @@ func (h *Hop) answerFailed(w http.ResponseWriter, r *http.Request, f *forward, e
 	h.log.Warn("fleet.console-down", "console", id, "method", r.Method, "path", contract.LogPath(r), "peer", r.RemoteAddr, "error", err.Error())
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
+	SetPageHeaders(w.Header())
 	w.Header().Set("X-Fleet-Reason", "console-down")
 	w.WriteHeader(http.StatusBadGateway)
 	fmt.Fprintf(w, "<!doctype html><title>502 console down</title><h1>Console %s is not answering</h1>"+

@@ -1,10 +1,13 @@
 package proxy
 
 import (
+	"crypto/sha256"
+	"encoding/base64"
 	"fmt"
 	"html"
 	"log/slog"
 	"net/http"
+	"strings"
 
 	"github.com/phase-console/fleet/contract"
 )
@@ -12,10 +15,18 @@ import (
 // A Refusal is the answer to a request that fleet will not forward: an HTTP status and the reason
 // word from the spec (SPEC S11). Every check returns one, so the status, the reason word and the
 // log line come from one place.
+//
+// Detail is shown to whoever sent the request — which may be anyone: a Funnel visitor from the
+// internet, a tagged node (refusals judged before SPEC S5c answer them too). LogDetail is for the
+// operator only.
 type Refusal struct {
 	Status int    // HTTP status, e.g. 400
 	Reason string // the spec's reason word, e.g. "assertion-sent"
 	Detail string // a short, secret-free sentence for the page and the log
+	// LogDetail is secret-free, but about this machine's set-up (a flag of tailscaled's, a
+	// socket's path, a forward's target, an error naming files): in the fleet.rejected line (as
+	// "why"), never on the page, in an API answer or in Error.
+	LogDetail string
 }
 
 func (r *Refusal) Error() string {
@@ -35,7 +46,8 @@ const EventRejected = "fleet.rejected"
 
 // WriteRefusal logs ref as one fleet.rejected line and answers the request with ref's status and a
 // short page naming the reason. Nothing secret is ever part of ref, so nothing secret is logged or
-// shown. extra attributes (for example the door) are added to the log line.
+// shown; ref.LogDetail is logged ("why"), never shown. extra attributes (for example the door) are
+// added to the log line.
 func WriteRefusal(w http.ResponseWriter, r *http.Request, log *slog.Logger, ref *Refusal, extra ...any) {
 	if log != nil {
 		attrs := []any{
@@ -48,12 +60,15 @@ func WriteRefusal(w http.ResponseWriter, r *http.Request, log *slog.Logger, ref 
 		if ref.Detail != "" {
 			attrs = append(attrs, "detail", ref.Detail)
 		}
+		if ref.LogDetail != "" {
+			attrs = append(attrs, "why", ref.LogDetail)
+		}
 		attrs = append(attrs, extra...)
 		log.Warn(EventRejected, attrs...)
 	}
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
-	h.Set("X-Content-Type-Options", "nosniff")
+	SetPageHeaders(h)
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Fleet-Reason", ref.Reason)
 	switch {
@@ -78,6 +93,38 @@ func WriteRefusal(w http.ResponseWriter, r *http.Request, log *slog.Logger, ref 
 	if unreadBody(r) {
 		leaveBody(w)
 	}
+}
+
+// PagePolicy is the Content-Security-Policy of a page fleet writes itself (SetPageHeaders): it
+// loads nothing, runs no script, posts no form, and no site may frame it.
+const PagePolicy = "default-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+
+// SetPageHeaders sets on h what every answer fleet writes itself sends — its pages (the index, a
+// refusal, the console-down page, a device's index) and its JSON: PagePolicy, X-Frame-Options
+// DENY (for browsers without frame-ancestors), nosniff and Referrer-Policy same-origin (as the
+// pairing page: a link to a console sends its Referer, nothing goes to another site). A tailnet
+// identity and a device's cookie are ambient (SPEC S12): no other site may frame a page that
+// shows them, nor read an answer as a script or a style sheet.
+//
+// inlineStyles are the texts of the page's <style> elements, exactly as written between the
+// tags: each is allowed by its SHA-256 hash (style-src), never by 'unsafe-inline'. Scripts are
+// never allowed.
+func SetPageHeaders(h http.Header, inlineStyles ...string) {
+	policy := PagePolicy
+	if len(inlineStyles) > 0 {
+		var b strings.Builder
+		b.WriteString("default-src 'none'; style-src")
+		for _, css := range inlineStyles {
+			sum := sha256.Sum256([]byte(css))
+			b.WriteString(" 'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "'")
+		}
+		b.WriteString(strings.TrimPrefix(PagePolicy, "default-src 'none'"))
+		policy = b.String()
+	}
+	h.Set("Content-Security-Policy", policy)
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "same-origin")
 }
 
 // unreadBody reports whether r, on HTTP/1, declared a body (a Content-Length other than 0, or

@@ -241,6 +241,41 @@ func TestPairedDevice_R9(t *testing.T) {
 	}
 }
 
+// TestDeviceIndexRefusesFraming_S12: a device's cookie is ambient like a tailnet identity
+// (S12), so the device's index, which shows its login, and the door's refusal pages say that no
+// site may frame them (X-Frame-Options DENY, CSP frame-ancestors 'none'), load nothing and run
+// no script (default-src 'none'), are not sniffed, and send their Referer to the door only.
+func TestDeviceIndexRefusesFraming_S12(t *testing.T) {
+	d := startTestDoor(t)
+	dev, cookie := d.pair("phone")
+	framed := []string{cookie, "Sec-Fetch-Site: cross-site", "Sec-Fetch-Dest: iframe", "Sec-Fetch-Mode: navigate"}
+	for _, row := range []struct {
+		name, target string
+		status       int
+	}{
+		{"the device's index", "/", 200},
+		{"a refusal page", "/nowhere", 404},
+	} {
+		r := d.raw(d.req("GET", row.target, framed...))
+		if r.status != row.status {
+			t.Errorf("%s: %d %q, want %d", row.name, r.status, r.reason, row.status)
+		}
+		if row.status == 200 && (!strings.Contains(r.body, dev.Login()) || strings.Contains(r.body, "<style") || strings.Contains(r.body, "<script")) {
+			t.Errorf("%s: %q; want the device's login, and no style or script for the policy to allow", row.name, r.body)
+		}
+		for k, v := range map[string]string{
+			"Content-Security-Policy": "default-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+			"X-Frame-Options":         "DENY",
+			"X-Content-Type-Options":  "nosniff",
+			"Referrer-Policy":         "same-origin",
+		} {
+			if got := r.header.Get(k); got != v {
+				t.Errorf("%s: %s %q, want %q", row.name, k, got, v)
+			}
+		}
+	}
+}
+
 // TestFleetPathsDecodedForDevice_R1: on the door, everything under /fleet/ answers a paired
 // device 403 reach-settings, judged on the decoded path as S7 judges a console path: a
 // percent-encoded letter, another case or the absolute form of the same path is /fleet too (the

@@ -118,7 +118,7 @@ func (d *Door) serveIndex(w http.ResponseWriter, r *http.Request) {
 	dev, _ := deviceFrom(r)
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
-	h.Set("X-Content-Type-Options", "nosniff")
+	proxy.SetPageHeaders(h) // the device's login, behind its ambient cookie: no other site frames it
 	h.Set("Cache-Control", "no-store")
 	var b strings.Builder
 	b.WriteString("<!doctype html><meta name=viewport content=\"width=device-width\"><title>fleet</title>\n<h1>Consoles</h1>\n")

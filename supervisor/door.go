@@ -71,7 +71,9 @@ func (s *Server) hintLocalCaller(r *http.Request, ref *proxy.Refusal, consoleID 
 	if c, ok := s.registry.Get(consoleID); ok {
 		hint = fmt.Sprintf("On this machine, open the console directly: http://%s/", c.Addr)
 	}
-	return proxy.Refuse(ref.Status, ref.Reason, ref.Detail+". "+hint)
+	hinted := *ref
+	hinted.Detail = ref.Detail + ". " + hint
+	return &hinted
 }
 
 // throughServe reports whether a request looks like it came through Tailscale Serve: it carries

@@ -247,7 +247,9 @@ func (w *forwardWatch) record(v forwardView) {
 			ds.dirtyAt, ds.dirty = w.epoch-1, unverified("fleet could not tell whether raw forwards reached this door when this connection was opened")
 		}
 		if v.err != nil {
-			ds.now = unverified(fmt.Sprintf("cannot tell whether tailscaled forwards raw TCP or runs Tailscale SSH (%v); is tailscaled running?", v.err))
+			// The error may name tailscaled's socket (in its owner's home): the log's only.
+			ds.now = unverified("cannot tell whether tailscaled forwards raw TCP or runs Tailscale SSH: it did not answer; is tailscaled running? This machine's log (fleet.rejected) says more")
+			ds.now.LogDetail = v.err.Error()
 		} else {
 			ds.now = v.judge(k)
 		}
@@ -283,8 +285,9 @@ func (w *forwardWatch) judgeConn(ctx context.Context, door doorKey, epoch uint64
 	case ds.now != nil:
 		return ds.now
 	case ds.dirtyAt >= epoch:
-		return proxy.Refuse(http.StatusUnauthorized, ds.dirty.Reason,
-			"this connection was opened before fleet last saw this door safe, so it is closed (a new connection is judged afresh). What fleet saw: "+ds.dirty.Detail)
+		return &proxy.Refusal{Status: http.StatusUnauthorized, Reason: ds.dirty.Reason,
+			Detail:    "this connection was opened before fleet last saw this door safe, so it is closed (a new connection is judged afresh). What fleet saw: " + ds.dirty.Detail,
+			LogDetail: ds.dirty.LogDetail}
 	}
 	return nil
 }
@@ -297,33 +300,54 @@ func (w *forwardWatch) fresh() bool {
 
 const unixDoorFix = "publish fleet on its unix-socket door instead: run 'fleet serve --socket PATH' and publish it with 'tailscale serve unix:PATH'"
 
+// What a tcp-forwardable page says. The page answers whoever sent the request — a Funnel visitor
+// from the internet and a tagged node too, as S5e is judged before S5c — so it names the fix and
+// nothing of this machine's set-up: which of tailscaled's features, its flags and listen
+// addresses, a forward's target, a socket's path (which names its owner's uid or home) go to the
+// log line only (forwardable's why).
+const (
+	forwardableTCPPage = "tailscaled can carry bytes that a peer wrote to this door — through Tailscale SSH, " +
+		"a raw TCP forward of Tailscale Serve or an outbound proxy of tailscaled's, or fleet cannot rule that out — " +
+		"so nothing here proves who sent a request, X-Forwarded-For included. This machine's log (fleet.rejected) " +
+		"and 'fleet doctor' say which. Turn it off, or " + unixDoorFix
+	forwardableUnixPage = "a raw TCP forward of Tailscale Serve reaches this door's socket, so a tailnet peer writes " +
+		"the request bytes itself, X-Forwarded-For included; this machine's log (fleet.rejected) names it. Remove that " +
+		"forward and publish the socket with Serve's HTTP proxy: 'tailscale serve unix:PATH'"
+)
+
+// forwardable is 401 tcp-forwardable: page, the generic sentence above; why, for the log only,
+// what fleet saw on this machine.
+func forwardable(page, why string) *proxy.Refusal {
+	return &proxy.Refusal{Status: http.StatusUnauthorized, Reason: "tcp-forwardable", Detail: page, LogDetail: why}
+}
+
 // judge is the verdict of v for door k: nil, or 401 tcp-forwardable naming the fix.
 func (v forwardView) judge(k doorKey) *proxy.Refusal {
 	if k.sock != "" {
 		for _, fw := range v.forwards {
 			if unixTargetIs(fw, k.sock) {
-				return proxy.Refuse(http.StatusUnauthorized, "tcp-forwardable", fmt.Sprintf(
-					"Tailscale Serve forwards raw TCP to this socket (TCPForward %q): a tailnet peer writes the request bytes itself, X-Forwarded-For included. Remove that forward and publish the socket with 'tailscale serve unix:%s' (Serve's HTTP proxy)", fw, k.sock))
+				return forwardable(forwardableUnixPage, fmt.Sprintf(
+					"Tailscale Serve forwards raw TCP to this door's socket %s (TCPForward %q)", k.sock, fw))
 			}
 		}
 		return nil
 	}
 	if v.runSSH {
-		return proxy.Refuse(http.StatusUnauthorized, "tcp-forwardable",
-			"Tailscale SSH is on: an SSH login can forward a port to this door (ssh -L) and write any request, X-Forwarded-For included. Turn Tailscale SSH off, or "+unixDoorFix)
+		return forwardable(forwardableTCPPage,
+			"Tailscale SSH is on (prefs RunSSH): an SSH login can forward a port to this door (ssh -L) and write any request")
 	}
 	if v.proxy != "" {
-		return proxy.Refuse(http.StatusUnauthorized, "tcp-forwardable", fmt.Sprintf(
-			"tailscaled runs an outbound proxy (%s): whoever reaches it — any local process, and with userspace networking any tailnet peer allowed to — has tailscaled dial this door and write any request, X-Forwarded-For included. Run tailscaled without it, or %s", v.proxy, unixDoorFix))
+		return forwardable(forwardableTCPPage, fmt.Sprintf(
+			"tailscaled runs an outbound proxy (%s): whoever reaches it — any local process, and with userspace networking any tailnet peer allowed to — has tailscaled dial this door and write any request", v.proxy))
 	}
 	if v.argsErr != nil {
-		return proxy.Refuse(http.StatusUnauthorized, "tcp-forwardable", fmt.Sprintf(
-			"fleet cannot read tailscaled's command line (%v), so it cannot rule out tailscaled's outbound proxy (--socks5-server, --outbound-http-proxy-listen), which has tailscaled dial this door for whoever reaches it. %s", v.argsErr, unixDoorFix))
+		return forwardable(forwardableTCPPage, fmt.Sprintf(
+			"fleet cannot read tailscaled's command line (%v), so it cannot rule out tailscaled's outbound proxy (--socks5-server, --outbound-http-proxy-listen), which has tailscaled dial this door for whoever reaches it", v.argsErr))
 	}
 	for _, fw := range v.forwards {
 		if tcpTargetReaches(fw, k.port) {
-			return proxy.Refuse(http.StatusUnauthorized, "tcp-forwardable", fmt.Sprintf(
-				"Tailscale Serve forwards raw TCP to this port (TCPForward %q): a tailnet peer writes the request bytes itself, X-Forwarded-For included. Remove that forward, and %s", fw, unixDoorFix))
+			return forwardable(forwardableTCPPage, fmt.Sprintf(
+				"Tailscale Serve forwards raw TCP to this door's port %d (TCPForward %q): a tailnet peer writes the request bytes itself", k.port, fw))
 		}
 	}
 	return nil

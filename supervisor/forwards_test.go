@@ -3,6 +3,7 @@ package supervisor
 import (
 	"bufio"
 	"context"
+	"html"
 	"io"
 	"net"
 	"net/http"
@@ -124,6 +125,104 @@ func TestTCPForwardable_S5e(t *testing.T) {
 	}
 }
 
+// TestForwardableSetUpOnlyInLog_S5e: a 401 tcp-forwardable page answers whoever sent the
+// request — S5e is judged before S5c, so a Funnel visitor from the internet and a tagged node
+// too — so it names the fix (the unix-socket door) and nothing of this machine's set-up: not
+// which of tailscaled's features carries a peer's bytes (on the TCP door the page is the same
+// whatever the cause), not tailscaled's flags and listen addresses, a forward's target, the
+// error reading tailscaled's command line or the door's socket path (which names its owner).
+// Those go to the fleet.rejected line's "why", for the operator. A review found them on the page.
+// The same holds for S5e's 401 unverified while tailscaled's prefs cannot be read.
+func TestForwardableSetUpOnlyInLog_S5e(t *testing.T) {
+	d := startDoor(t)
+	sock := d.serveUnix(t)
+	port := strconv.Itoa(d.port())
+	funnel := serveReq("GET", "/c/alpha/", "Tailscale-Funnel-Request: ?1")
+	tagged := strings.Replace(strings.Replace(serveReq("GET", "/c/alpha/"), aliceIP, taggedIP, 1),
+		"Tailscale-User-Login: "+alice+"\n", "", 1)
+	rows := []struct {
+		name   string
+		set    func(f *fakeTailnet)
+		unix   bool
+		req    string
+		reason string
+		hidden []string // on this machine only: in the log line's why, never on the page
+	}{
+		{"S5e outbound proxy, a Funnel visitor", func(f *fakeTailnet) {
+			f.args = []string{"tailscaled", "--tun=userspace-networking", "--socks5-server=100.101.102.1:1055"}
+		}, false, funnel, "tcp-forwardable", []string{"--socks5-server", "1055"}},
+		{"S5e outbound proxy, a tagged node", func(f *fakeTailnet) {
+			f.args = []string{"tailscaled", "--tun=userspace-networking", "--socks5-server=100.101.102.1:1055"}
+		}, false, tagged, "tcp-forwardable", []string{"--socks5-server", "1055"}},
+		{"S5e http proxy", func(f *fakeTailnet) {
+			f.args = []string{"/usr/sbin/tailscaled", "-outbound-http-proxy-listen", "127.0.0.1:8081"}
+		}, false, funnel, "tcp-forwardable", []string{"-outbound-http-proxy-listen 127.0.0.1:8081"}},
+		{"S5e command line unreadable", func(f *fakeTailnet) { f.argsDown = true }, false, funnel, "tcp-forwardable",
+			[]string{"/proc/4242/cmdline: permission denied"}},
+		{"S5e Tailscale SSH", func(f *fakeTailnet) { f.runSSH = true }, false, funnel, "tcp-forwardable", []string{"Tailscale SSH is on"}},
+		{"S5e raw forward", func(f *fakeTailnet) { f.serve = tcpForward("sup.internal:" + port) }, false, funnel, "tcp-forwardable",
+			[]string{"sup.internal:" + port}},
+		{"S5e raw forward to the unix door's socket", func(f *fakeTailnet) { f.serve = tcpForward("unix:" + sock) }, true,
+			strings.Replace(unixServeReq, "\n\n", "\nTailscale-Funnel-Request: ?1\n\n", 1), "tcp-forwardable",
+			[]string{sock, filepath.Dir(sock)}},
+		{"S5e prefs unreadable", func(f *fakeTailnet) { f.prefsDown = true }, false, funnel, "unverified", []string{"prefs unavailable"}},
+	}
+	tcpPage := ""
+	for _, row := range rows {
+		t.Run(row.name, func(t *testing.T) {
+			d.setTailscaled(t, func(f *fakeTailnet) {
+				f.runSSH, f.serve, f.prefsDown, f.serveDown, f.args, f.argsDown = false, nil, false, false, nil, false
+				row.set(f)
+			})
+			before := d.alpha.count()
+			var r response
+			if row.unix {
+				r = d.rawUnix(t, sock, row.req)
+			} else {
+				r = d.raw(row.req)
+			}
+			d.wantRefused(t, r, before, http.StatusUnauthorized, row.reason)
+			lines := d.logs.Events("fleet.rejected")
+			if len(lines) == 0 {
+				t.Fatal("no fleet.rejected line")
+			}
+			line := lines[len(lines)-1]
+			why, _ := line["why"].(string)
+			detail, _ := line["detail"].(string)
+			for _, h := range row.hidden {
+				if strings.Contains(r.body, h) || strings.Contains(r.body, html.EscapeString(h)) {
+					t.Errorf("the page shows %q of this machine's set-up: %q", h, r.body)
+				}
+				if strings.Contains(detail, h) {
+					t.Errorf("the log line's detail (the page's sentence) has %q: %q", h, detail)
+				}
+				if !strings.Contains(why, h) {
+					t.Errorf("the log line's why should keep %q for the operator: %q", h, why)
+				}
+			}
+			if detail == "" || !strings.Contains(r.body, html.EscapeString(detail)) {
+				t.Errorf("the log line's detail %q is not what the page says: %q", detail, r.body)
+			}
+			if row.reason != "tcp-forwardable" {
+				return
+			}
+			if !strings.Contains(r.body, "tailscale serve unix:PATH") {
+				t.Errorf("the page does not name the fix: %q", r.body)
+			}
+			if !row.unix {
+				if !strings.Contains(r.body, "fleet serve --socket PATH") {
+					t.Errorf("the page does not name the unix-socket door: %q", r.body)
+				}
+				if tcpPage == "" {
+					tcpPage = r.body
+				} else if r.body != tcpPage {
+					t.Errorf("the page tells the causes apart:\n%q\n%q", r.body, tcpPage)
+				}
+			}
+		})
+	}
+}
+
 // TestForwardRemovedServedAgain_S5e: a forward that appears is refused from the next poll on;
 // once it is gone, new connections are served after the next poll — but a connection opened
 // while the forward was there (possibly through it) stays refused, and is closed.
@@ -166,6 +265,11 @@ func TestForwardRemovedServedAgain_S5e(t *testing.T) {
 	}
 	if lines := d.logs.Events("fleet.rejected")[logsBefore:]; len(lines) != 1 || lines[0]["reason"] != "tcp-forwardable" {
 		t.Errorf("want one fleet.rejected tcp-forwardable line, got %v", lines)
+	} else if why, _ := lines[0]["why"].(string); !strings.Contains(why, "127.0.0.1:"+port) {
+		t.Errorf("the log line should name the forward fleet saw when the connection was opened: why %q", why)
+	}
+	if strings.Contains(string(body), "127.0.0.1:"+port) {
+		t.Errorf("the page shows the forward's target: %s", body)
 	}
 	if _, err := br.ReadByte(); err != io.EOF {
 		t.Errorf("the connection stays open after the refusal (%v); it must be closed", err)

@@ -1,7 +1,10 @@
 package supervisor
 
 import (
+	"crypto/sha256"
+	"encoding/base64"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -240,5 +243,86 @@ func TestRefusalsLoggedWithoutSecrets_S11(t *testing.T) {
 		if p, _ := l["path"].(string); strings.Contains(p, "?") {
 			t.Errorf("a logged path keeps its query: %q", p)
 		}
+	}
+}
+
+// TestOwnPagesRefuseFraming_S12: a tailnet identity is ambient (S12), and no SameSite cookie
+// keeps it out of another site's frame: a cross-site <iframe> of the index is a request without
+// Origin, answered with the operator's login. So every page the supervisor writes itself — the
+// index, its JSON, a refusal, the 502 console-down page, the API's JSON and its refusals — says,
+// as the pairing page does, that no site may frame it (X-Frame-Options DENY, CSP frame-ancestors
+// 'none'), that its type is not to be sniffed, that it loads nothing and runs no script
+// (default-src 'none'), and sends its Referer to itself only. The index's inline style is allowed
+// by its hash, never by 'unsafe-inline'. A review found the index framable and sniffable.
+func TestOwnPagesRefuseFraming_S12(t *testing.T) {
+	d := startDoor(t)
+	// What a browser sends when evil.example frames https://<machine>.ts.net/.
+	framed := []string{"Sec-Fetch-Site: cross-site", "Sec-Fetch-Dest: iframe", "Sec-Fetch-Mode: navigate"}
+	index := d.raw(serveReq("GET", "/", framed...))
+	if index.status != 200 || !strings.Contains(index.body, "Signed in as <b>"+alice+"</b>") {
+		t.Fatalf("the index: %d %q", index.status, index.body)
+	}
+	wantOwnPageHeaders(t, "the index", index)
+	// Its one inline style, by the hash of its text as the browser hashes it.
+	styles := regexp.MustCompile(`(?s)<style>(.*?)</style>`).FindAllStringSubmatch(index.body, -1)
+	if len(styles) != 1 || strings.Contains(index.body, "<script") || strings.Contains(index.body, " style=") {
+		t.Errorf("the index should have one <style> element and no script nor style attribute: %q", index.body)
+	} else {
+		sum := sha256.Sum256([]byte(styles[0][1]))
+		want := "style-src 'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "'"
+		if csp := index.header.Get("Content-Security-Policy"); !strings.Contains(csp, want+";") {
+			t.Errorf("the index's Content-Security-Policy %q does not allow its style (%s)", csp, want)
+		}
+	}
+
+	pages := []struct {
+		name string
+		r    response
+	}{
+		{"the index as JSON", d.raw(serveReq("GET", "/", append(framed, "Accept: application/json")...))},
+		{"a refusal page", d.raw(serveReq("GET", "/c/nobody/", framed...))},
+		{"the API's JSON", d.raw(d.localReq("GET", "/fleet/v1/consoles", "", d.bearer()))},
+		{"an API refusal", d.raw(d.localReq("GET", "/fleet/v1/consoles", "", "Accept: application/json"))},
+	}
+	beta := d.addConsole(t, "beta")
+	beta.Close()
+	pages = append(pages, struct {
+		name string
+		r    response
+	}{"the console-down page", d.raw(serveReq("GET", "/c/beta/", framed...))})
+	for i, want := range []int{200, 404, 200, 401, 502} {
+		if pages[i].r.status != want {
+			t.Errorf("%s: %d %q, want %d", pages[i].name, pages[i].r.status, pages[i].r.reason, want)
+		}
+	}
+	for _, p := range pages {
+		wantOwnPageHeaders(t, p.name, p.r)
+		if csp := p.r.header.Get("Content-Security-Policy"); strings.Contains(csp, "style-src") {
+			t.Errorf("%s: a page without a style allows one: %q", p.name, csp)
+		}
+	}
+}
+
+// wantOwnPageHeaders checks what proxy.SetPageHeaders sends.
+func wantOwnPageHeaders(t *testing.T, name string, r response) {
+	t.Helper()
+	h := r.header
+	if got := h.Get("X-Frame-Options"); got != "DENY" {
+		t.Errorf("%s: X-Frame-Options %q, want DENY", name, got)
+	}
+	csp := h.Get("Content-Security-Policy")
+	for _, want := range []string{"default-src 'none'", "frame-ancestors 'none'", "base-uri 'none'", "form-action 'none'"} {
+		if !strings.Contains(csp, want) {
+			t.Errorf("%s: Content-Security-Policy %q lacks %s", name, csp, want)
+		}
+	}
+	if strings.Contains(csp, "unsafe-inline") || strings.Contains(csp, "script-src") {
+		t.Errorf("%s: Content-Security-Policy %q allows an inline style or a script", name, csp)
+	}
+	if got := h.Get("X-Content-Type-Options"); got != "nosniff" {
+		t.Errorf("%s: X-Content-Type-Options %q, want nosniff", name, got)
+	}
+	if got := h.Get("Referrer-Policy"); got != "same-origin" {
+		t.Errorf("%s: Referrer-Policy %q, want same-origin", name, got)
 	}
 }

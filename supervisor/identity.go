@@ -299,7 +299,11 @@ func (v *verifier) judgeConn(ctx context.Context, f *connFacts) *proxy.Refusal {
 }
 
 func (v *verifier) apiDown(err error) *proxy.Refusal {
-	return unverified(fmt.Sprintf("cannot reach tailscaled's LocalAPI (%v); %s", err, v.apiHint))
+	// The page says what to do; the error itself (which names tailscaled's socket) is this
+	// machine's set-up, for the log only: a refusal answers whoever sent the request.
+	ref := unverified("cannot reach tailscaled's LocalAPI; is tailscaled running? Check with 'tailscale status'; this machine's log says more")
+	ref.LogDetail = fmt.Sprintf("%v; %s", err, v.apiHint)
+	return ref
 }
 
 func (v *verifier) whoIs(ctx context.Context, ip netip.Addr) (*apitype.WhoIsResponse, *proxy.Refusal) {

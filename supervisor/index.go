@@ -8,11 +8,14 @@ import (
 	"github.com/phase-console/fleet/proxy"
 )
 
+// indexStyle is the index's one inline style sheet, allowed by its hash (proxy.SetPageHeaders).
+const indexStyle = `body{font:16px system-ui,sans-serif;margin:2rem auto;max-width:40rem;padding:0 1rem}
+li{margin:.5rem 0}.down{color:#a00}.up{color:#070}small,.unknown{color:#666}`
+
 var indexPage = template.Must(template.New("index").Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>fleet</title>
-<style>body{font:16px system-ui,sans-serif;margin:2rem auto;max-width:40rem;padding:0 1rem}
-li{margin:.5rem 0}.down{color:#a00}.up{color:#070}small,.unknown{color:#666}</style></head>
+<style>` + indexStyle + `</style></head>
 <body><h1>fleet</h1><p>Signed in as <b>{{.Login}}</b>.</p>
 {{if .Consoles}}<ul>{{range .Consoles}}<li><a href="{{.URL}}">{{if .Name}}{{.Name}}{{else}}{{.ID}}{{end}}</a>
 <small>{{.ID}}</small> <span class="{{.Health}}">{{.Health}}</span></li>
@@ -39,7 +42,10 @@ func (s *Server) serveIndex(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"login": who.login, "consoles": consoles})
 		return
 	}
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-store")
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	// The page shows the operator's login: no other site may frame it (S12's ambient identity).
+	proxy.SetPageHeaders(h, indexStyle)
 	indexPage.Execute(w, map[string]any{"Login": who.login, "Consoles": consoles})
 }

@@ -23,7 +23,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"tailscale.com/client/local"
@@ -233,6 +235,60 @@ func TestBrowser_S6_S7_S9_S12(t *testing.T) {
 		}
 		if bad := f.console.find(func(r request) bool { return strings.HasPrefix(strings.ToLower(r.Path), "/hooks") }); len(bad) > 0 {
 			t.Errorf("the console saw hook requests: %+v", bad)
+		}
+	})
+
+	t.Run("S12 the index shows its own style, and no other site frames it", func(t *testing.T) {
+		ctx := newTab(t, browser)
+		resp, err := chromedp.Run(ctx, chromedp.NavigateResponse(f.serveURL+"/"))
+		if err != nil {
+			t.Fatalf("navigate to the index: %v", err)
+		}
+		if resp.Status != http.StatusOK {
+			t.Fatalf("the index: status %d, want 200", resp.Status)
+		}
+		// Its inline <style>, allowed by its hash (default-src 'none'), is applied: body{max-width:40rem}.
+		if mw, err := chromedp.Run(ctx, chromedp.Evaluate[string](`getComputedStyle(document.body).maxWidth`)); err != nil || mw != "640px" {
+			t.Errorf("the index's body has max-width %q (%v), want 640px: its style was not applied", mw, err)
+		}
+		if found, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.querySelector('a[href="/c/ref/"]') !== null`)); err != nil || !found {
+			t.Errorf("the index has no link to the console (%v)", err)
+		}
+
+		// Another site frames it: chromium shows an error in the frame (frame-ancestors 'none',
+		// X-Frame-Options DENY), not the operator's login.
+		framer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			fmt.Fprintf(w, `<!doctype html><title>framer</title><iframe src="%s/"></iframe>`, f.serveURL)
+		}))
+		defer framer.Close()
+		if err := chromedp.Do(ctx, chromedp.Navigate(framer.URL+"/")); err != nil {
+			t.Fatalf("navigate to the other site: %v", err)
+		}
+		frameTree := func(ctx context.Context, tg *chromedp.Target) (*page.FrameTree, error) {
+			res, err := cdp.Call(ctx, tg, page.GetFrameTree, cdp.Empty{})
+			return res.FrameTree, err
+		}
+		deadline := time.Now().Add(stepBudget)
+		for {
+			tree, err := chromedp.Run(ctx, frameTree)
+			if err != nil {
+				t.Fatalf("reading the frame tree: %v", err)
+			}
+			if tree != nil && len(tree.ChildFrames) == 1 && tree.ChildFrames[0].Frame != nil {
+				fr := tree.ChildFrames[0].Frame
+				if fr.UnreachableURL != "" {
+					t.Logf("the framed index: %s, unreachable %s", fr.URL, fr.UnreachableURL)
+					break
+				}
+				if fr.URL == f.serveURL+"/" {
+					t.Fatalf("another site framed the index: the frame shows %s", fr.URL)
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the frame did not settle: %+v", tree)
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
 	})
 
