@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"path"
 	"strings"
@@ -131,12 +132,25 @@ type HandlerConfig struct {
 
 // NewHandler returns the pairing page's handler (SPEC R7, R8). It serves:
 //
-//	GET  /pair            the page: a plain HTML form (code, password, device name) that works
-//	                      without JavaScript, the root's fingerprint, a link to /ca.crt and the
-//	                      steps to trust the root on iOS and Android
+//	GET  /pair            the page, in the order a device must follow: a notice to stop, and type
+//	                      no password, if the browser warned about the page's certificate; then
+//	                      "Trust this door" — the root's fingerprint, a link to /ca.crt and the
+//	                      steps to install it and check its fingerprint on iOS and Android —; then
+//	                      a plain HTML form (code, password, device name) that works without
+//	                      JavaScript
 //	GET  /pair/assets/…   its own script (which moves a code from the URL's #fragment into the
 //	                      form) and style sheet, nothing else
 //	POST /pair            pairing
+//
+// The order is the defence against a stranger between the phone and the door (ARP spoofing, a
+// rogue access point): a phone that does not yet trust the door's root sees a certificate warning
+// on its first visit, and sees the same one behind such a stranger, who, once it is clicked
+// through, reads the code and the password. The fingerprint on the page comes over that same
+// connection and proves nothing; the one that counts is the machine's (`fleet reach pair`), checked
+// in the device's own certificate settings. So the page, like `fleet reach pair`, asks for the
+// root to be installed and checked first, and for the pairing link to be opened only then, with
+// no warning. A stranger can serve a page without the notice: the steps printed on the machine
+// are the ones that hold.
 //
 // and 404 or 405 to anything else (logged, but not counted as failures: SPEC R6 counts wrong
 // credentials and refused requests, not a mistyped path). Every answer carries ContentSecurityPolicy, nosniff,
@@ -189,6 +203,9 @@ func NewHandler(cfg HandlerConfig) http.Handler {
 		panic(fmt.Sprintf("pairing: NewHandler: Origin %q is not scheme://host[:port]", cfg.Origin))
 	}
 	h := &handler{cfg: cfg, scheme: u.Scheme, host: u.Host, log: cfg.Logger, now: cfg.Now}
+	if ip, err := netip.ParseAddr(u.Hostname()); err == nil && ip.Unmap().IsLoopback() {
+		h.loopback = true
+	}
 	if h.log == nil {
 		h.log = slog.Default()
 	}
@@ -201,6 +218,7 @@ func NewHandler(cfg HandlerConfig) http.Handler {
 type handler struct {
 	cfg          HandlerConfig
 	scheme, host string // of cfg.Origin
+	loopback     bool   // cfg.Origin's host is a loopback address: the door of fleet demo, or a test's
 	log          *slog.Logger
 	now          func() time.Time
 }
@@ -209,6 +227,11 @@ type pageData struct {
 	Fingerprint string
 	Error       string
 	Name        string
+	// Loopback: the door listens on a loopback address (fleet demo), which no other device can
+	// reach, so no stranger can be between the browser and it, and a certificate warning there
+	// is expected and harmless; the page says so under its notice, lest the demo teach that the
+	// notice may be ignored.
+	Loopback bool
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -257,7 +280,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // page writes the pairing page with status.
 func (h *handler) page(w http.ResponseWriter, status int, d pageData) {
-	d.Fingerprint = h.cfg.Fingerprint
+	d.Fingerprint, d.Loopback = h.cfg.Fingerprint, h.loopback
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
 	pageTemplate.Execute(w, d)

@@ -307,6 +307,75 @@ func TestPairingPage_R7(t *testing.T) {
 	}
 }
 
+// TestPairingPageTrustFirst_R4_R7: the page leads a device through the safe order. Before the form
+// — on the page as first served and as served again after a refused password — it says to stop,
+// and type no password, if the browser warned about its certificate, and to install and check
+// the root first; "Trust this door" (the fingerprint, /ca.crt, where a phone shows the
+// fingerprint) comes before the form, and says to compare with the machine, not with the page.
+// The script fills the code but focuses no password field (which would scroll past the notice),
+// and takes none of the page's own #anchors for a code.
+func TestPairingPageTrustFirst_R4_R7(t *testing.T) {
+	e := newPageEnv(t)
+	code := e.issue("")
+	for _, r := range []reply{e.get(PairPath), e.post(code, "not the password", "", nil)} {
+		b := strings.Join(strings.Fields(r.body), " ") // as a browser reads it: lines may be wrapped anywhere
+		at := func(s string) int {
+			t.Helper()
+			i := strings.Index(b, s)
+			if i < 0 {
+				t.Fatalf("the page (%d) lacks %q:\n%s", r.status, s, b)
+			}
+			return i
+		}
+		notice := at(`If your browser warned about this page's certificate, stop: do not type the password.`)
+		trust := at(`<h2 id="trust">`)
+		form := at(`<form method="post" action="/pair"`)
+		if !(notice < trust && trust < form) {
+			t.Errorf("(%d) the notice at %d, Trust this door at %d, the form at %d: want them in that order", r.status, notice, trust, form)
+		}
+		warning := b[notice:trust]
+		for _, want := range []string{`href="/ca.crt"`, `href="#trust"`, `href="#pair"`, "open the pairing link again"} {
+			if !strings.Contains(warning, want) {
+				t.Errorf("(%d) the notice lacks %q: %s", r.status, want, warning)
+			}
+		}
+		section := b[trust:form]
+		for _, want := range []string{testFP, `href="/ca.crt"`, "More Details", "Trusted credentials", "not with this page"} {
+			if !strings.Contains(section, want) {
+				t.Errorf("(%d) Trust this door lacks %q", r.status, want)
+			}
+		}
+		if !strings.Contains(b[max(0, form-200):form], `<h2 id="pair">`) {
+			t.Errorf("(%d) no #pair heading just before the form", r.status)
+		}
+	}
+	if strings.Contains(e.get(PairPath).body, "loopback") {
+		t.Error("the page of a door on a LAN address calls a warning harmless")
+	}
+	// A door on a loopback address (fleet demo's) says why a warning is harmless there — and
+	// only there — so that the demo does not teach that the notice may be ignored.
+	for _, origin := range []string{"https://127.0.0.1:7443", "https://[::1]:7443"} {
+		h := NewHandler(HandlerConfig{Dir: e.dir, Register: e.reg, Fingerprint: testFP, Origin: origin,
+			Logger: slog.New(slog.DiscardHandler)})
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", origin+PairPath, nil))
+		b := strings.Join(strings.Fields(rec.Body.String()), " ")
+		notice, form := strings.Index(b, "stop: do not type the password"), strings.Index(b, "<form ")
+		note := strings.Index(b, "this machine's loopback address, which no other device can reach")
+		if rec.Code != 200 || notice < 0 || note < notice || note > form {
+			t.Errorf("%s: %d, the notice at %d, the loopback note at %d, the form at %d", origin, rec.Code, notice, note, form)
+		}
+	}
+
+	js := e.get("/pair/assets/pair.js").body
+	if strings.Contains(js, ".focus(") {
+		t.Error("pair.js moves the focus (to the password?): the page is to be read from its notice down")
+	}
+	if !strings.Contains(js, "document.getElementById(h.slice(1))") {
+		t.Error("pair.js would take the page's own #trust or #pair for a code")
+	}
+}
+
 // cookieRE is the Set-Cookie of a paired device (SPEC R8): the __Host- name, a 32-byte
 // credential, and every attribute, with no Domain.
 var cookieRE = regexp.MustCompile(`^__Host-fleet-device=([A-Za-z0-9_-]{43}); Path=/; Max-Age=34560000; HttpOnly; Secure; SameSite=Strict$`)

@@ -170,8 +170,12 @@ func demo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "fleet demo is running (state in %s, removed when you stop it).\n\n", home)
 	fmt.Fprintf(stdout, "1. Open the door in a browser on this machine:\n\n     %s\n\n", link)
-	fmt.Fprintf(stdout, "   The browser does not know fleet's private CA yet: it warns once. Compare the root\n"+
-		"   fingerprint it shows with this one, or install the root from https://%s/ca.crt:\n\n     %s\n\n", listen, fp)
+	fmt.Fprintf(stdout, "   The browser does not know fleet's private CA yet, so it warns about the certificate. Here,\n"+
+		"   on this machine's loopback address with no network in between, you may click through, or\n"+
+		"   install the root from https://%s/ca.crt, whose fingerprint (SHA-256) is:\n\n     %s\n\n"+
+		"   A phone on Wi-Fi must never click through: it installs the root and checks that fingerprint\n"+
+		"   in its certificate settings first, then pairs with no warning ('fleet reach pair' prints\n"+
+		"   the steps).\n\n", listen, fp)
 	fmt.Fprintf(stdout, "2. Pair with the code (already in the link) and this password:\n\n     code      %s\n     password  %s\n\n", code, password)
 	fmt.Fprintf(stdout, "3. You land on this machine's consoles; open \"Demo console\": it shows you as the paired\n"+
 		"   device (device:<name>#<id>, scope remote). 'fleet reach devices --state-dir %s' lists it.\n\n", home)

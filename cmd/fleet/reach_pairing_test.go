@@ -202,9 +202,22 @@ func pairOutput(t *testing.T, args ...string) (*url.URL, string) {
 	if st != 0 {
 		t.Fatalf("fleet reach pair: exit %d\n%s", st, errs)
 	}
-	links := pairLinkRE.FindAllString(out, -1)
+	var links, others []string
+	for _, l := range pairLinkRE.FindAllString(out, -1) {
+		if strings.Contains(l, pairing.PairPath+"#") {
+			links = append(links, l)
+		} else {
+			others = append(others, l)
+		}
+	}
 	if len(links) != 1 {
-		t.Fatalf("want one link, got %q in\n%s", links, out)
+		t.Fatalf("want one pairing link, got %q in\n%s", links, out)
+	}
+	// Beside it, only the door's root (step 1 of the steps printed): no other address.
+	for _, l := range others {
+		if !strings.HasSuffix(l, "/ca.crt") || strings.TrimSuffix(l, "/ca.crt") != strings.SplitN(links[0], pairing.PairPath, 2)[0] {
+			t.Errorf("a link that is neither the pairing link nor its door's /ca.crt: %q in\n%s", l, out)
+		}
 	}
 	u, err := url.Parse(links[0])
 	if err != nil {
@@ -269,12 +282,60 @@ func TestReachPair_R8(t *testing.T) {
 	if !strings.Contains(out, "Root fingerprint:  "+st.Fingerprint+"\n") {
 		t.Errorf("R4 the root fingerprint %s is not printed:\n%s", st.Fingerprint, out)
 	}
+	wantTrustFirst(t, out, listen, u.String(), st.Fingerprint)
 	name, err := pairing.Redeem(pairingFolder(home), code, time.Now(), func() (bool, error) { return true, nil })
 	if err != nil || name != "Ann's phone" {
 		t.Fatalf("R8 redeeming the printed code: %q, %v", name, err)
 	}
 	if _, err := pairing.Redeem(pairingFolder(home), code, time.Now(), func() (bool, error) { return true, nil }); !errors.Is(err, pairing.ErrCodeUsed) {
 		t.Errorf("R8 the code paired twice: %v", err)
+	}
+}
+
+// wantTrustFirst checks that out, a run of fleet reach pair for the door at listen, leads the user
+// through the safe order (SPEC R4, R8): first the door's root — its URL https://<listen>/ca.crt,
+// a QR code of it, and the root's fingerprint to check in the device's certificate settings —,
+// then the pairing link and its QR code, with the word to stop, typing no password, if the
+// browser warns on it.
+func wantTrustFirst(t *testing.T, out, listen, link, fingerprint string) {
+	t.Helper()
+	rootURL := "https://" + listen + "/ca.crt"
+	rootQR, err := qrcode.New(rootURL, qrcode.Medium)
+	if err != nil {
+		t.Fatal(err)
+	}
+	linkQR, err := qrcode.New(link, qrcode.Medium)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Compared with runs of white space made one space, so that the text may be wrapped anew; a
+	// QR code so compared is still itself.
+	flat := func(s string) string { return " " + strings.Join(strings.Fields(s), " ") + " " }
+	text := flat(out)
+	steps := []struct{ what, s string }{
+		{"the root's URL", rootURL},
+		{"the root URL's QR code", rootQR.ToSmallString(false)},
+		{"where to check the fingerprint", "SHA-256 fingerprint in the device's certificate settings"},
+		{"the root fingerprint", "Root fingerprint: " + fingerprint},
+		{"the pairing link", link},
+		{"the link's QR code", linkQR.ToSmallString(false)},
+		{"the code", "Pairing code: "},
+		{"the word to stop on a warning", "If the browser warns, stop: do not type the pairing password"},
+	}
+	last := -1
+	for _, st := range steps {
+		i := strings.Index(text, flat(st.s))
+		switch {
+		case i < 0:
+			t.Errorf("R8 %s is not printed (%q):\n%s", st.what, st.s, out)
+		case i < last:
+			t.Errorf("R8 %s is printed before what comes before it: want, in order, %q", st.what, steps)
+		default:
+			last = i
+		}
+	}
+	if strings.Count(text, flat(rootQR.ToSmallString(false))) != 1 || strings.Count(text, flat(link)) != 1 {
+		t.Error("the root's QR code or the pairing link is printed more than once")
 	}
 }
 

@@ -1,10 +1,12 @@
 // The pairing link carries the code in its #fragment, which never reaches a server or a log.
-// Move it into the form, then drop it from the address bar and the history.
+// Move it into the form, then drop it from the address bar and the history. The focus stays where
+// it is: the page is read from the top, where it says to stop on a certificate warning, and no
+// password field is focused for the user (which would scroll past that notice).
 (function () {
   "use strict";
   var h = window.location.hash;
-  if (!h || h.length < 2) {
-    return;
+  if (!h || h.length < 2 || document.getElementById(h.slice(1))) {
+    return; // no code, or the page's own links (#trust, #pair) and a reload after one
   }
   var code = "";
   try {
@@ -20,10 +22,6 @@
     var field = document.getElementById("code");
     if (field && code) {
       field.value = code;
-      var pw = document.getElementById("password");
-      if (pw) {
-        pw.focus();
-      }
     }
   }
   if (document.readyState === "loading") {
