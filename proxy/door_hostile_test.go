@@ -441,38 +441,19 @@ func TestHTTP2TargetWithSpaceRefused_S7(t *testing.T) {
 // WebSocket, asked for or not, and reports for each connection how it ended: the error of its
 // next read (nil: it was still open after hold).
 func switchingConsole(t *testing.T, hold time.Duration) (addr string, ended <-chan error) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
 	ch := make(chan error, 4)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				br := bufio.NewReader(c)
-				req, err := http.ReadRequest(br)
-				if err != nil {
-					return
-				}
-				io.Copy(io.Discard, req.Body)
-				io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
-				c.SetReadDeadline(time.Now().Add(hold))
-				_, err = br.ReadByte()
-				if errors.Is(err, os.ErrDeadlineExceeded) {
-					err = nil
-				}
-				ch <- err
-			}()
+	rc := newRawConsole(t, func(_ int, c net.Conn, r *http.Request) bool {
+		io.Copy(io.Discard, r.Body)
+		io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+		c.SetReadDeadline(time.Now().Add(hold))
+		_, err := c.Read(make([]byte, 1))
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			err = nil
 		}
-	}()
-	return ln.Addr().String(), ch
+		ch <- err
+		return false
+	})
+	return rc.ln.Addr().String(), ch
 }
 
 // TestUnaskedSwitchClosesConsoleConnection_S9: a console that answers 101 to a request that
