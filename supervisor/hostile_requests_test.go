@@ -631,6 +631,22 @@ func TestHostileRequestsHelperProcess(t *testing.T) {
 	os.Exit(0)
 }
 
+// squatConsole registers the console id at a port that a process of another user holds (the
+// helper's "squat": a dead console's port taken over), until t ends.
+func squatConsole(t *testing.T, d *door, id string) {
+	t.Helper()
+	cmd, stdout := startRTHelper(t, "squat")
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	line, err := stdout.ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "PORT ") {
+		t.Fatalf("squatter: %q %v", line, err)
+	}
+	addr := "127.0.0.1:" + strings.TrimSpace(strings.TrimPrefix(line, "PORT "))
+	if _, err := d.srv.registry.Put(Console{ID: id, Addr: addr, Name: "Squat"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestHopRefusesConsoleOfOtherUser_S6: a console port held by a process of another user (a dead
 // console's port taken over) gets nothing — not the fleet token, not the login: the hop checks
 // the owner of the console's socket before it sends a byte.
@@ -639,16 +655,7 @@ func TestHopRefusesConsoleOfOtherUser_S6(t *testing.T) {
 		t.Skip("needs root to run the squatter as another user")
 	}
 	d := startDoor(t)
-	cmd, stdout := startRTHelper(t, "squat")
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	line, err := stdout.ReadString('\n')
-	if err != nil || !strings.HasPrefix(line, "PORT ") {
-		t.Fatalf("squatter: %q %v", line, err)
-	}
-	addr := "127.0.0.1:" + strings.TrimSpace(strings.TrimPrefix(line, "PORT "))
-	if _, err := d.srv.registry.Put(Console{ID: "squat", Addr: addr}); err != nil {
-		t.Fatal(err)
-	}
+	squatConsole(t, d, "squat")
 	r := d.raw(serveReq("GET", "/c/squat/"))
 	if r.status != http.StatusBadGateway || r.reason != "console-other-user" {
 		t.Fatalf("got %d %q, want 502 console-other-user", r.status, r.reason)
@@ -666,16 +673,7 @@ func TestProbeShowsAnotherUsersPortDown_S8(t *testing.T) {
 		t.Skip("needs root to run the squatter as another user")
 	}
 	d := startDoor(t)
-	cmd, stdout := startRTHelper(t, "squat")
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	line, err := stdout.ReadString('\n')
-	if err != nil || !strings.HasPrefix(line, "PORT ") {
-		t.Fatalf("squatter: %q %v", line, err)
-	}
-	addr := "127.0.0.1:" + strings.TrimSpace(strings.TrimPrefix(line, "PORT "))
-	if _, err := d.srv.registry.Put(Console{ID: "squat", Addr: addr, Name: "Squat"}); err != nil {
-		t.Fatal(err)
-	}
+	squatConsole(t, d, "squat")
 	// The probe at registration.
 	if c := listConsoles(t, d)["squat"]; c.Up || c.Health != HealthDown {
 		t.Errorf("at registration a console whose port uid %d holds is listed health=%q up=%v; want down (it never answers)", otheruser.UID, c.Health, c.Up)
