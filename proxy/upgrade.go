@@ -37,6 +37,8 @@ package proxy
 import (
 	"bufio"
 	"context"
+	"crypto/sha1"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -95,6 +97,11 @@ func (h *Hop) forwardUpgrade(w http.ResponseWriter, r *http.Request, f *forward)
 		WriteRefusal(w, r, h.log, Refuse(http.StatusBadRequest, "bad-upgrade", "a WebSocket upgrade carries no body"))
 		return
 	}
+	if _, ok := webSocketKey(r.Header); !ok || len(r.Header.Values("Sec-WebSocket-Version")) != 1 || r.Header.Get("Sec-WebSocket-Version") != "13" {
+		WriteRefusal(w, r, h.log, Refuse(http.StatusBadRequest, "bad-upgrade",
+			"a WebSocket handshake has one Sec-WebSocket-Key of 16 bytes and Sec-WebSocket-Version 13 (RFC 6455)"))
+		return
+	}
 	ctx := context.WithValue(r.Context(), forwardKey{}, f)
 	ctx = context.WithValue(ctx, upgradeKey{}, w)
 	h.up.ServeHTTP(w, r.WithContext(ctx))
@@ -125,6 +132,23 @@ func hasToken(lines []string, token string) bool {
 		}
 	}
 	return false
+}
+
+// webSocketKey returns h's one Sec-WebSocket-Key, when it is the base64 of 16 bytes (RFC 6455
+// §4.1).
+func webSocketKey(h http.Header) (string, bool) {
+	keys := h.Values("Sec-WebSocket-Key")
+	if len(keys) != 1 {
+		return "", false
+	}
+	b, err := base64.StdEncoding.DecodeString(keys[0])
+	return keys[0], err == nil && len(b) == 16
+}
+
+// webSocketAccept is the Sec-WebSocket-Accept that proves a switch for key (RFC 6455 §4.2.2).
+func webSocketAccept(key string) string {
+	sum := sha1.Sum([]byte(key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"))
+	return base64.StdEncoding.EncodeToString(sum[:])
 }
 
 // printable reports whether s is printable ASCII and not empty.
@@ -203,6 +227,14 @@ func (u *upgradeTransport) RoundTrip(out *http.Request) (*http.Response, error) 
 	// ReverseProxy's checks of a 101: the console switched to the protocol asked for.
 	if got := upgradeType(res.Header); !printable(got) || !contract.EqualFoldASCII(got, want) {
 		return fail(fmt.Errorf("console switched to protocol %q when %q was asked for", got, want))
+	}
+	// And the check RFC 6455 (§4.1) asks of a WebSocket client, which fleet is on this hop: the
+	// 101 proves the switch with the accept value of the key sent. Without it, a console that
+	// answers 101 and goes on reading HTTP (net/http's server lets a handler do that) would read
+	// the caller's bytes, spliced onto fleet's own same-user socket, as requests without fleet's
+	// assertion — as local, the machine owner's.
+	if key, _ := webSocketKey(out.Header); len(res.Header.Values("Sec-WebSocket-Accept")) != 1 || res.Header.Get("Sec-WebSocket-Accept") != webSocketAccept(key) {
+		return fail(errors.New("console answered 101 without the Sec-WebSocket-Accept of the key sent (RFC 6455): not a WebSocket switch"))
 	}
 	if !stop() {
 		console.Close()

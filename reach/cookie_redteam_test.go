@@ -11,6 +11,8 @@ import (
 
 	"github.com/phase-console/fleet/pairing"
 	"github.com/phase-console/fleet/proxy"
+
+	"github.com/phase-console/fleet/internal/rawhttp"
 )
 
 // cookieConsole answers every request, a WebSocket upgrade too, with Set-Cookie lines naming the
@@ -34,7 +36,7 @@ func cookieConsole(t *testing.T) string {
 				return
 			}
 			defer conn.Close()
-			brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n")
+			brw.WriteString(strings.TrimSuffix(rawhttp.SwitchingHead(r.Header.Get("Sec-WebSocket-Key")), "\r\n"))
 			for _, l := range lines {
 				brw.WriteString("Set-Cookie: " + l + "\r\n")
 			}

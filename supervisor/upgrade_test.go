@@ -10,8 +10,11 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/phase-console/fleet/internal/rawhttp"
 )
 
 // rawConsole is a console the test drives by hand: each upgrade request that reaches it is handed
@@ -72,7 +75,8 @@ func (c *rawConsole) next(t testing.TB) *consoleSide {
 	}
 }
 
-const switching = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n"
+// switching is a console's 101 to wsReq's handshake, its Sec-WebSocket-Accept proving the switch.
+var switching = rawhttp.SwitchingHead(strings.TrimPrefix(wsKey, "Sec-WebSocket-Key: "))
 
 // wsReq is a WebSocket handshake as Serve passes it on for alice.
 func wsReq(path string, extra ...string) string {

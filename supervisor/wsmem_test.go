@@ -143,7 +143,7 @@ func holdOne(conn net.Conn) {
 		head = head[:len(head)+n]
 	}
 	head = nil
-	io.WriteString(conn, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+	io.WriteString(conn, switching)
 	var b [1]byte
 	for {
 		if _, err := conn.Read(b[:]); err != nil {

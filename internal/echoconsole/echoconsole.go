@@ -24,6 +24,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/phase-console/fleet/internal/rawhttp"
 )
 
 // Request is one request as the console received it.
@@ -169,7 +171,7 @@ func (c *Console) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		defer conn.Close()
-		brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+		brw.WriteString(rawhttp.SwitchingHead(r.Header.Get("Sec-WebSocket-Key")))
 		brw.Flush()
 		for {
 			line, err := brw.ReadString('\n')

@@ -5,6 +5,8 @@ package rawhttp
 
 import (
 	"bufio"
+	"crypto/sha1"
+	"encoding/base64"
 	"io"
 	"net"
 	"net/http"
@@ -115,4 +117,12 @@ func FreeLoopbackAddr(t testing.TB) netip.AddrPort {
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).AddrPort()
+}
+
+// SwitchingHead is the head of the 101 a WebSocket server answers a handshake whose
+// Sec-WebSocket-Key is key with (RFC 6455 §4.2.2): a test console's switch, which a hop checks.
+func SwitchingHead(key string) string {
+	sum := sha1.Sum([]byte(key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"))
+	return "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
+		"Sec-WebSocket-Accept: " + base64.StdEncoding.EncodeToString(sum[:]) + "\r\n\r\n"
 }
