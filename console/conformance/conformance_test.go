@@ -57,8 +57,9 @@ func dump(res []Result) string {
 	return b.String()
 }
 
-// TestCheck_ReferenceConsole: every probe passes against the reference console.
-func TestCheck_ReferenceConsole(t *testing.T) {
+// tokenHome is a new <stateHome> whose fleet token is testToken.
+func tokenHome(t *testing.T) string {
+	t.Helper()
 	home := t.TempDir()
 	fleetDir := state.FleetDir(home)
 	if err := state.EnsureDir(fleetDir); err != nil {
@@ -67,6 +68,12 @@ func TestCheck_ReferenceConsole(t *testing.T) {
 	if err := state.WriteFileAtomic(filepath.Join(fleetDir, state.TokenFile), []byte(testToken+"\n")); err != nil {
 		t.Fatal(err)
 	}
+	return home
+}
+
+// TestCheck_ReferenceConsole: every probe passes against the reference console.
+func TestCheck_ReferenceConsole(t *testing.T) {
+	home := tokenHome(t)
 	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	v, err := console.New(console.Config{StateDir: home, Logger: log})
 	if err != nil {
@@ -136,14 +143,7 @@ func TestCheck_BrokenConsoles(t *testing.T) {
 // same-origin POST /presence without an assertion under every Host form that the contract says
 // is not loopback, and such a console fails C2 — and nothing else.
 func TestCheckCatchesPrefixHostCheck_C2(t *testing.T) {
-	home := t.TempDir()
-	fleetDir := state.FleetDir(home)
-	if err := state.EnsureDir(fleetDir); err != nil {
-		t.Fatal(err)
-	}
-	if err := state.WriteFileAtomic(filepath.Join(fleetDir, state.TokenFile), []byte(testToken+"\n")); err != nil {
-		t.Fatal(err)
-	}
+	home := tokenHome(t)
 	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	sloppy := func(h string) bool { return strings.HasPrefix(h, "localhost") || strings.HasPrefix(h, "127.0.0.1") }
 	v, err := console.New(console.Config{StateDir: home, Logger: log, AllowHost: sloppy})
