@@ -27,9 +27,7 @@ func floor(args []string) error {
 	fs := flag.NewFlagSet("floor", flag.ExitOnError)
 	addr := fs.String("addr", "127.0.0.1:18083", "listen address")
 	backend := fs.String("backend", "127.0.0.1:18080", "the backend")
-	work := fs.Float64("work", 0, "µs of user-space work to spend on each request (spin.go: a model of fleet's own)")
 	fs.Parse(args)
-	spin(*work) // calibrates before the first request
 	// No TCP keep-alive on accepted connections, as fleet's door: four setsockopt calls fewer
 	// on each new connection.
 	lc := net.ListenConfig{KeepAlive: -1}
@@ -43,6 +41,11 @@ func floor(args []string) error {
 		<-ch
 		ln.Close()
 	}()
+	return serveFloor(ln, *backend)
+}
+
+// serveFloor serves ln as Go's floor until ln is closed.
+func serveFloor(ln net.Listener, backend string) error {
 	pool := make(chan *floorUp, 1024)
 	for {
 		c, err := ln.Accept()
@@ -52,7 +55,7 @@ func floor(args []string) error {
 		if err != nil {
 			continue
 		}
-		go floorServe(c, pool, *backend, *work)
+		go floorServe(c, pool, backend)
 	}
 }
 
@@ -82,7 +85,7 @@ var floorBufferPool = sync.Pool{New: func() any {
 	return &floorBuffers{r: bufio.NewReaderSize(nil, 8192), buf: make([]byte, 0, 8192)}
 }}
 
-func floorServe(c net.Conn, pool chan *floorUp, backend string, work float64) {
+func floorServe(c net.Conn, pool chan *floorUp, backend string) {
 	fb := floorBufferPool.Get().(*floorBuffers)
 	fb.r.Reset(c)
 	defer func() {
@@ -109,7 +112,6 @@ func floorServe(c net.Conn, pool chan *floorUp, backend string, work float64) {
 				break
 			}
 		}
-		spin(work)
 		var up *floorUp
 		select {
 		case up = <-pool:

@@ -1,14 +1,11 @@
 // Command benchd is the benchmark's helper (bench/run): the console that every proxy under test
 // forwards to, a fake tailscaled LocalAPI that answers like a real one on a kernel TUN, and a
 // client that holds many idle WebSockets open through a door to measure its memory, and Go's
-// floor for a hop (floor.go): a proxy that does nothing but pass bytes on, to measure against; and
-// the same on an event loop of its own (evloop_linux.go). Both can carry a model of fleet's own
-// work (-work, spin.go), to ask what fleet would reach on each.
+// floor for a hop (floor.go): a proxy that does nothing but pass bytes on, to measure against.
 //
 //	benchd backend  -addr 127.0.0.1:18080
 //	benchd localapi -socket /tmp/x/tailscaled.sock -caller 100.64.0.7 -login alice@example.com
-//	benchd floor    -addr 127.0.0.1:18083 -backend 127.0.0.1:18080 [-work 4.5]
-//	benchd evloop   -addr 127.0.0.1:18084 -backend 127.0.0.1:18080 [-work 4.5 -connwork 1 -s5a]
+//	benchd floor    -addr 127.0.0.1:18083 -backend 127.0.0.1:18080
 //	benchd wsidle   -url ws://127.0.0.1:17420/c/bench/ws -n 10000 -pid PID [-message 1024] [-header 'K: V']...
 //
 // It is a measuring tool, not part of fleet: nothing here is imported by the product.
@@ -40,7 +37,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: benchd backend|localapi|floor|evloop|wsidle [flags]")
+		fmt.Fprintln(os.Stderr, "usage: benchd backend|localapi|floor|wsidle [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -51,8 +48,6 @@ func main() {
 		err = localAPI(os.Args[2:])
 	case "floor":
 		err = floor(os.Args[2:])
-	case "evloop":
-		err = evloop(os.Args[2:])
 	case "wsidle":
 		err = wsIdle(os.Args[2:])
 	default:
