@@ -136,25 +136,9 @@ type device struct {
 }
 
 func run(args []string) int {
-	var c config
-	fs := flag.NewFlagSet("run", flag.ExitOnError)
-	fs.StringVar(&c.fleet, "fleet", "", "the fleet binary")
-	fs.StringVar(&c.benchd, "benchd", "", "the benchd binary (its backend is the console)")
-	fs.StringVar(&c.state, "state", "", "fleet serve's state folder")
-	fs.StringVar(&c.passwordFile, "password-file", "", "file holding the pairing password")
-	fs.StringVar(&c.loopback, "loopback", "", "the loopback door, 127.0.0.1:P")
-	fs.StringVar(&c.door, "door", "", "the direct-reach door, 127.0.0.1:D")
-	fs.StringVar(&c.backend, "backend", "", "the console's address, 127.0.0.1:B")
-	fs.IntVar(&c.pid, "pid", 0, "fleet serve's pid (RSS and descriptors)")
-	fs.Float64Var(&c.minutes, "minutes", 10, "how long to load")
-	fs.IntVar(&c.rate, "rate", 200, "requests a second, in all (half through each door)")
-	fs.DurationVar(&c.restartEvery, "restart", 60*time.Second, "restart the console this often")
-	fs.DurationVar(&c.revokeEvery, "revoke", 90*time.Second, "revoke and re-pair the device this often")
-	fs.DurationVar(&c.reportEv, "report", 10*time.Second, "print a line this often")
-	fs.Parse(args)
-	if c.fleet == "" || c.benchd == "" || c.state == "" || c.passwordFile == "" || c.loopback == "" ||
-		c.door == "" || c.backend == "" || c.pid == 0 || c.rate < 2 || c.minutes <= 0 {
-		fmt.Fprintln(os.Stderr, "soakd run: -fleet -benchd -state -password-file -loopback -door -backend -pid are required")
+	c, err := parseConfig(args)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "soakd run:", err)
 		return 2
 	}
 	pw, err := os.ReadFile(c.passwordFile)
@@ -171,6 +155,47 @@ func run(args []string) int {
 	}
 	s.load()
 	return s.summary()
+}
+
+// parseConfig reads run's flags: every path, address and the pid are required, the rate is at
+// least 2 (one a second per door), the length and every period positive.
+func parseConfig(args []string) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&c.fleet, "fleet", "", "the fleet binary")
+	fs.StringVar(&c.benchd, "benchd", "", "the benchd binary (its backend is the console)")
+	fs.StringVar(&c.state, "state", "", "fleet serve's state folder")
+	fs.StringVar(&c.passwordFile, "password-file", "", "file holding the pairing password")
+	fs.StringVar(&c.loopback, "loopback", "", "the loopback door, 127.0.0.1:P")
+	fs.StringVar(&c.door, "door", "", "the direct-reach door, 127.0.0.1:D")
+	fs.StringVar(&c.backend, "backend", "", "the console's address, 127.0.0.1:B")
+	fs.IntVar(&c.pid, "pid", 0, "fleet serve's pid (RSS and descriptors)")
+	fs.Float64Var(&c.minutes, "minutes", 10, "how long to load")
+	fs.IntVar(&c.rate, "rate", 200, "requests a second, in all (half through each door)")
+	fs.DurationVar(&c.restartEvery, "restart", 60*time.Second, "restart the console this often")
+	fs.DurationVar(&c.revokeEvery, "revoke", 90*time.Second, "revoke and re-pair the device this often")
+	fs.DurationVar(&c.reportEv, "report", 10*time.Second, "print a line this often")
+	if err := fs.Parse(args); err != nil {
+		return config{}, err
+	}
+	if fs.NArg() > 0 {
+		return config{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if c.fleet == "" || c.benchd == "" || c.state == "" || c.passwordFile == "" || c.loopback == "" ||
+		c.door == "" || c.backend == "" || c.pid == 0 {
+		return config{}, fmt.Errorf("-fleet -benchd -state -password-file -loopback -door -backend -pid are required")
+	}
+	if c.rate < 2 {
+		return config{}, fmt.Errorf("-rate %d: at least 2 (half goes through each door)", c.rate)
+	}
+	if c.minutes <= 0 {
+		return config{}, fmt.Errorf("-minutes %v: must be positive", c.minutes)
+	}
+	if c.restartEvery <= 0 || c.revokeEvery <= 0 || c.reportEv <= 0 {
+		return config{}, fmt.Errorf("-restart, -revoke and -report must be positive")
+	}
+	return c, nil
 }
 
 // setUp starts and registers the console, fetches the door's root and pairs the first device.
