@@ -727,9 +727,8 @@ func (s *soak) summary() int {
 	for _, e := range s.examples {
 		fmt.Printf("    %s\n", e)
 	}
-	// Every pairing runs scrypt (128 MiB) in fleet, and Go's heap goal stays that high until the
-	// next collections: RSS is a sawtooth that returns to its floor within a couple of minutes.
-	// The mean says what an operator sees; the floor (lowest sample) is what a leak would raise.
+	// The mean says what an operator sees; the floor (lowest sample) is what a leak would raise,
+	// and it is not moved by a passing peak (a burst of kept console connections, say).
 	first, last := s.window(0, time.Minute), s.window(elapsed-time.Minute, elapsed+time.Minute)
 	if first.n > 0 && last.n > 0 {
 		fmt.Printf("  fleet RSS, first minute vs last minute: mean %d -> %d KiB (%+d KiB, %+.1f%%), floor %d -> %d KiB (%+d KiB)\n",
