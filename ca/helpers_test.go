@@ -97,6 +97,18 @@ func (a *testCA) forge(t *testing.T, ips []string, dnsNames []string) *x509.Cert
 
 func (a *testCA) forgeTLS(t *testing.T, key *ecdsa.PrivateKey, ips []string, dnsNames []string) tls.Certificate {
 	t.Helper()
+	return a.forgeWith(t, key, func(c *x509.Certificate) {
+		c.DNSNames = dnsNames
+		for _, s := range ips {
+			c.IPAddresses = append(c.IPAddresses, net.ParseIP(s))
+		}
+	})
+}
+
+// forgeWith signs with the root's key, as a thief of the root key would, a day-long leaf for
+// server authentication that names nothing, after edit has changed it.
+func (a *testCA) forgeWith(t *testing.T, key *ecdsa.PrivateKey, edit func(*x509.Certificate)) tls.Certificate {
+	t.Helper()
 	serial, _ := randomSerial()
 	now := time.Now()
 	tmpl := &x509.Certificate{
@@ -106,11 +118,8 @@ func (a *testCA) forgeTLS(t *testing.T, key *ecdsa.PrivateKey, ips []string, dns
 		KeyUsage:              x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		BasicConstraintsValid: true,
-		DNSNames:              dnsNames,
 	}
-	for _, s := range ips {
-		tmpl.IPAddresses = append(tmpl.IPAddresses, net.ParseIP(s))
-	}
+	edit(tmpl)
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, a.root.cert, &key.PublicKey, a.root.key)
 	if err != nil {
 		t.Fatal(err)

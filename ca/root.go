@@ -165,8 +165,55 @@ func loadRoot(stem string) (*root, error) {
 	return &root{cert: cert, key: key, pem: crtPEM, fp: fp}, nil
 }
 
-// newRoot makes a root for ip: ECDSA P-256, RootYears years, CommonName set, path length 0,
-// critical name constraints permitting ip alone and excluding every DNS name.
+// reservedName is the DNS name RFC 6761 reserves as never existing ("invalid"). The root's name
+// constraints permit DNS names, email addresses and URIs only under it, and exclude that subtree
+// too, so no name of these forms is left (below).
+const reservedName = "invalid"
+
+// rootCommonName is the root's CommonName: it names fleet and the listen address, and nothing of
+// the machine, since GET /ca.crt serves the root to anyone who asks.
+func rootCommonName(ip netip.Addr) string { return "fleet direct-reach root " + ip.String() }
+
+// rootTemplate is a root for ip: ECDSA P-256 (the key is the caller's), RootYears years,
+// CommonName set, path length 0, extended key usage server authentication only, and critical
+// name constraints that permit ip alone and no DNS name, email address or URI.
+//
+// Go's crypto/x509 and OpenSSL read an empty base differently: both take an empty excluded
+// dNSName as every DNS name (Go: newDNSConstraints; OpenSSL: nc_dns), but OpenSSL takes an empty
+// rfc822Name or URI base as matching nothing (nc_email, nc_uri compare the host's length). So
+// each of the three forms gets a permitted subtree that only the reserved name matches — a name
+// outside every permitted subtree of its form is refused by both — and that subtree is also
+// excluded, so even a name under "invalid" is refused. The empty excluded dNSName that roots
+// always had stays: both read it as every DNS name.
+func rootTemplate(ip netip.Addr, now time.Time, serial *big.Int) *x509.Certificate {
+	bits := ip.BitLen()
+	return &x509.Certificate{
+		SerialNumber:          serial,
+		Subject:               pkix.Name{CommonName: rootCommonName(ip), Organization: []string{"fleet"}},
+		NotBefore:             now.Add(-backdate),
+		NotAfter:              now.AddDate(RootYears, 0, 0),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		MaxPathLen:            0,
+		MaxPathLenZero:        true,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
+		// Go and OpenSSL refuse a chain whose CA lists extended key usages without the one
+		// asked for: the root vouches for TLS servers, not for clients, e-mail or code.
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		// Critical: a verifier that does not understand name constraints must refuse the
+		// root rather than trust it for every name.
+		PermittedDNSDomainsCritical: true,
+		PermittedIPRanges:           []*net.IPNet{{IP: ip.AsSlice(), Mask: net.CIDRMask(bits, bits)}},
+		PermittedDNSDomains:         []string{reservedName},
+		ExcludedDNSDomains:          []string{"", reservedName},
+		PermittedEmailAddresses:     []string{reservedName},
+		ExcludedEmailAddresses:      []string{reservedName},
+		PermittedURIDomains:         []string{reservedName},
+		ExcludedURIDomains:          []string{reservedName},
+	}
+}
+
+// newRoot makes a root for ip as rootTemplate describes it, with a new key and a random serial.
 func newRoot(ip netip.Addr, now time.Time) (*root, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -176,27 +223,11 @@ func newRoot(ip netip.Addr, now time.Time) (*root, error) {
 	if err != nil {
 		return nil, err
 	}
-	bits := ip.BitLen()
-	host, _ := os.Hostname()
-	cn := strings.TrimSpace("fleet direct-reach root " + host + " " + ip.String())
-	tmpl := &x509.Certificate{
-		SerialNumber:          serial,
-		Subject:               pkix.Name{CommonName: cn, Organization: []string{"fleet"}},
-		NotBefore:             now.Add(-backdate),
-		NotAfter:              now.AddDate(RootYears, 0, 0),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		MaxPathLen:            0,
-		MaxPathLenZero:        true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
-		// Critical: a verifier that does not understand name constraints must refuse the
-		// root rather than trust it for every name.
-		PermittedDNSDomainsCritical: true,
-		PermittedIPRanges:           []*net.IPNet{{IP: ip.AsSlice(), Mask: net.CIDRMask(bits, bits)}},
-		// An empty dNSName matches every name (Go: newDNSConstraints; RFC 5280 4.2.1.10). With
-		// only an IP range permitted, DNS names would otherwise be unconstrained.
-		ExcludedDNSDomains: []string{""},
-	}
+	return signRoot(rootTemplate(ip, now, serial), key)
+}
+
+// signRoot self-signs tmpl with key.
+func signRoot(tmpl *x509.Certificate, key *ecdsa.PrivateKey) (*root, error) {
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
 		return nil, err

@@ -9,7 +9,7 @@ import (
 	"encoding/pem"
 	"net"
 	"regexp"
-	"strings"
+	"slices"
 	"testing"
 	"time"
 )
@@ -25,8 +25,8 @@ func TestRootProperties_R4(t *testing.T) {
 		t.Run(tc.ip, func(t *testing.T) {
 			a := mustOpen(t, newDir(t), tc.ip, nil)
 			r := a.Root()
-			if !strings.Contains(r.Subject.CommonName, "fleet") || !strings.Contains(r.Subject.CommonName, tc.ip) {
-				t.Errorf("CommonName %q: want one naming fleet and the address (iOS shows it)", r.Subject.CommonName)
+			if want := "fleet direct-reach root " + tc.ip; r.Subject.CommonName != want {
+				t.Errorf("CommonName %q, want %q: fleet and the address (iOS shows it), nothing of the machine", r.Subject.CommonName, want)
 			}
 			pub, ok := r.PublicKey.(*ecdsa.PublicKey)
 			if !ok || pub.Curve != elliptic.P256() || r.SignatureAlgorithm != x509.ECDSAWithSHA256 {
@@ -42,7 +42,11 @@ func TestRootProperties_R4(t *testing.T) {
 			if err := r.CheckSignatureFrom(r); err != nil {
 				t.Errorf("not self-signed: %v", err)
 			}
-			// Name constraints: critical, permitting exactly the IP, excluding every DNS name.
+			if !slices.Equal(r.ExtKeyUsage, []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}) || len(r.UnknownExtKeyUsage) != 0 {
+				t.Errorf("ExtKeyUsage %v %v, want server authentication only", r.ExtKeyUsage, r.UnknownExtKeyUsage)
+			}
+			// Name constraints: critical, permitting exactly the IP; DNS names, email addresses
+			// and URIs permitted only under "invalid", which is excluded too (and every DNS name).
 			critical := false
 			for _, e := range r.Extensions {
 				if e.Id.Equal(oidNameConstraints) {
@@ -53,14 +57,24 @@ func TestRootProperties_R4(t *testing.T) {
 				t.Error("name constraints are not critical")
 			}
 			want := &net.IPNet{IP: net.ParseIP(tc.ip), Mask: net.CIDRMask(tc.bits, tc.bits)}
-			if len(r.PermittedIPRanges) != 1 || r.PermittedIPRanges[0].String() != want.String() {
-				t.Errorf("PermittedIPRanges %v, want [%v]", r.PermittedIPRanges, want)
+			if len(r.PermittedIPRanges) != 1 || r.PermittedIPRanges[0].String() != want.String() || len(r.ExcludedIPRanges) != 0 {
+				t.Errorf("PermittedIPRanges %v ExcludedIPRanges %v, want [%v] and none", r.PermittedIPRanges, r.ExcludedIPRanges, want)
 			}
-			if len(r.ExcludedDNSDomains) != 1 || r.ExcludedDNSDomains[0] != "" {
-				t.Errorf("ExcludedDNSDomains %q, want [\"\"] (every DNS name)", r.ExcludedDNSDomains)
-			}
-			if len(r.PermittedDNSDomains) != 0 || len(r.ExcludedIPRanges) != 0 {
-				t.Errorf("unexpected constraints: permitted DNS %q, excluded IPs %v", r.PermittedDNSDomains, r.ExcludedIPRanges)
+			invalid := []string{"invalid"}
+			for _, c := range []struct {
+				what      string
+				got, want []string
+			}{
+				{"PermittedDNSDomains", r.PermittedDNSDomains, invalid},
+				{"ExcludedDNSDomains", r.ExcludedDNSDomains, []string{"", "invalid"}},
+				{"PermittedEmailAddresses", r.PermittedEmailAddresses, invalid},
+				{"ExcludedEmailAddresses", r.ExcludedEmailAddresses, invalid},
+				{"PermittedURIDomains", r.PermittedURIDomains, invalid},
+				{"ExcludedURIDomains", r.ExcludedURIDomains, invalid},
+			} {
+				if !slices.Equal(c.got, c.want) {
+					t.Errorf("%s %q, want %q", c.what, c.got, c.want)
+				}
 			}
 			// 10 years.
 			if got := r.NotAfter.Sub(r.NotBefore); got < 10*365*24*time.Hour || got > 10*366*24*time.Hour+backdate {
