@@ -17,9 +17,6 @@ import (
 // register and the door's CA (tls/) live.
 func pairingFolder(home string) string { return filepath.Join(state.FleetDir(home), "reach") }
 
-// caFolder is the door's CA folder inside the pairing folder.
-func caFolder(home string) string { return filepath.Join(pairingFolder(home), "tls") }
-
 var (
 	// passwordStdin is what `fleet reach password` reads.
 	passwordStdin io.Reader = os.Stdin
