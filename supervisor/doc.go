@@ -1,26 +1,23 @@
-// Package supervisor is fleet's loopback door: one process per machine that listens on 127.0.0.1
-// only, is published by Tailscale Serve, keeps the console registry, verifies every caller with
-// tailscaled's LocalAPI and hands verified requests to the hop (package proxy).
+// Package supervisor is the process the spec calls the supervisor: one per machine, it keeps the
+// console registry and its API, the fleet token and the hop that every door shares, and runs
+// both doors — the loopback door (127.0.0.1 and, optionally, a private unix socket), which
+// Tailscale Serve publishes, and the direct-reach door (package reach), when the machine profile
+// opens it.
 //
 // The judgement of a request — the order of the checks, S3, S7, S9, S12, CONNECT/TRACE, the
-// console lookup, the token and the hop — is proxy.Door's, the same for every door; this package
-// plugs into it only what is the loopback door's own (door.go): its Host admission (S10), who is
-// calling (S5), the registry (S8) and its own pages (the API and the index).
+// console lookup, the token and the hop — is proxy.Door's, the same for every door. Who is
+// calling through Tailscale (S5) and which Hosts name this machine (S10) are package tailnet's.
+// This package plugs them into the loopback door (door.go), with what is its own: the registry
+// (S8) and its own pages (the API and the index).
 //
 // It owns, by rule of docs/contract.md:
 //   - S1: the listener is 127.0.0.1 (and, optionally, a private unix socket); nothing wider.
-//   - S5: who is calling. A request to /c/… is verified only when the TCP peer is owned by
-//     tailscaled's uid, tailscaled does not recognise the connection itself as a tailnet peer (no
-//     netstack forward), X-Forwarded-For holds exactly one Tailscale address whose WhoIs names a
-//     user (not a tagged node, not Funnel), and a Tailscale-User-Login that Serve set agrees with
-//     WhoIs. The login asserted is WhoIs's, never the caller's word. And (S5e) while tailscaled
-//     could carry a peer's own bytes to the door — Tailscale SSH on, or a raw Serve TCP forward
-//     to it — nothing on that door is verified (401 tcp-forwardable; forwards.go).
 //   - S8: the registry API /fleet/v1/consoles (bearer, local only) and consoles.json.
-//   - S10: Host admission, before anything else.
-//   - S11: one fleet.rejected JSON log line per refusal.
+//   - R1: the direct-reach door opens, moves and closes with the machine profile (reach.go),
+//     never touching the loopback door.
 //
-// It must never forward a request it has not verified, never assert a login that looks like
-// device:…, and never let a LocalAPI error turn into a forward: when tailscaled cannot be asked,
-// every /c/… request is 401 unverified with a page that says why.
+// It must never serve a door whose connections the tailnet.Verifier did not see accepted (every
+// listener's server takes its ConnContext, and each door is watched before its first accept), so
+// that nothing reaches a console unverified: when tailscaled cannot be asked, every /c/… request
+// is 401 unverified with a page that says why.
 package supervisor

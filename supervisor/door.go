@@ -7,18 +7,19 @@ import (
 
 	"github.com/phase-console/fleet/contract"
 	"github.com/phase-console/fleet/proxy"
+	"github.com/phase-console/fleet/tailnet"
 )
 
 // This file plugs the loopback door's own rules into the judgement that every door shares
-// (proxy.Door): Host admission (S10, host.go), who is calling (S5, identity.go), the registry
-// (S8), and the door's own pages (the API and the index). The order of the checks, and every
-// rule of the hop, are package proxy's.
+// (proxy.Door): Host admission (S10) and who is calling (S5), both package tailnet's, the
+// registry (S8), and the door's own pages (the API and the index). The order of the checks, and
+// every rule of the hop, are package proxy's.
 
 func (s *Server) newDoor() *proxy.Door {
 	return &proxy.Door{
 		Hop:       s.hop,
 		Log:       s.log,
-		Host:      proxy.HostAdmitterFunc(s.admitHost),
+		Host:      s.tailnet,
 		Callers:   tailnetCallers{s},
 		Consoles:  registryConsoles{s.registry},
 		Token:     s.token,
@@ -40,16 +41,16 @@ func (s *Server) servePage(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// tailnetCallers is S5 as the door's caller verification; a caller on this machine is told
-// where to go instead.
+// tailnetCallers is S5 (package tailnet) as the door's caller verification; a caller on this
+// machine is told where to go instead.
 type tailnetCallers struct{ s *Server }
 
 func (c tailnetCallers) VerifyCaller(r *http.Request, consoleID string) (proxy.Caller, *proxy.Refusal) {
-	who, ref := c.s.verifier.verify(r)
+	who, ref := c.s.tailnet.VerifyCaller(r, consoleID)
 	if ref != nil {
 		return proxy.Caller{}, c.s.hintLocalCaller(r, ref, consoleID)
 	}
-	return proxy.Caller{Login: who.login, IP: who.ip}, nil
+	return who, nil
 }
 
 // registryConsoles is the registry as the door's console lookup.
@@ -63,8 +64,7 @@ func (c registryConsoles) Lookup(id string) (string, bool) {
 // hintLocalCaller adds to a refusal of a caller on this machine (not tailscaled) where to go
 // instead: the console's own loopback address, which this machine's user can open directly.
 func (s *Server) hintLocalCaller(r *http.Request, ref *proxy.Refusal, consoleID string) *proxy.Refusal {
-	f, _ := r.Context().Value(connFactsKey{}).(*connFacts)
-	if f == nil || !f.localCaller {
+	if !tailnet.LocalCaller(r) {
 		return ref
 	}
 	hint := "On this machine, open a console directly at its own address: 'fleet consoles' lists them."

@@ -254,6 +254,16 @@ func startDoorAt(t testing.TB, home string, tn *fakeTailnet, opts ...doorOption)
 	return d
 }
 
+// setTailscaled changes what the fake tailscaled says about prefs and Serve, then has the door
+// ask it again (tailnet.Verifier.Refresh), as the next poll would.
+func (d *door) setTailscaled(t *testing.T, fn func(f *fakeTailnet)) {
+	t.Helper()
+	d.tailnet.set(fn)
+	// Twice: the first may join a poll that started before the change (the door's first one).
+	d.srv.tailnet.Refresh(context.Background())
+	d.srv.tailnet.Refresh(context.Background())
+}
+
 // response is one parsed answer to a raw request.
 type response struct {
 	status int

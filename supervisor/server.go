@@ -22,6 +22,7 @@ import (
 	"github.com/phase-console/fleet/pairing"
 	"github.com/phase-console/fleet/proxy"
 	"github.com/phase-console/fleet/reach"
+	"github.com/phase-console/fleet/tailnet"
 )
 
 // Timeouts and limits of the loopback door (SPEC S9): those of every door, package proxy's
@@ -39,14 +40,14 @@ type Config struct {
 	StateHome string // <stateHome>; the supervisor's files are in <stateHome>/fleet
 
 	// LocalAPI is tailscaled's LocalAPI. Nil: a local.Client on TailscaleSocket.
-	LocalAPI        LocalAPI
+	LocalAPI        tailnet.LocalAPI
 	TailscaleSocket string // default: tailscaled's usual socket for this OS
 
 	// TailscaledUID is the uid that owns tailscaled's backend connections (SPEC S5a). Negative:
 	// the owner of TailscaleSocket, looked up when first needed.
 	TailscaledUID int
 	// TailscaledArgs returns tailscaled's command line, for the outbound proxies that no LocalAPI
-	// call shows (SPEC S5e, forwards.go). Nil: read from /proc for the process that listens on
+	// call shows (SPEC S5e, package tailnet). Nil: read from /proc for the process that listens on
 	// LocalAPI's socket (a *local.Client's Socket, else TailscaleSocket).
 	TailscaledArgs func(ctx context.Context) ([]string, error)
 
@@ -74,7 +75,7 @@ type Server struct {
 	fleetDir  string
 	token     *state.Token
 	registry  *Registry
-	verifier  *verifier
+	tailnet   *tailnet.Verifier // who is calling (S5) and Host admission (S10)
 	hop       *proxy.Hop
 	door      *proxy.Door // the judgement of every request (door.go)
 	stop      chan struct{}
@@ -132,14 +133,15 @@ func New(cfg Config) (*Server, error) {
 	if _, err := s.token.Current(); err != nil {
 		return nil, err
 	}
-	s.verifier = &verifier{
-		api:           cfg.LocalAPI,
-		tailscaledUID: s.tailscaledUID,
-		now:           cfg.Now,
-		apiHint:       fmt.Sprintf("is tailscaled running? Check with 'tailscale status' (socket %s, --tailscale-socket)", cfg.TailscaleSocket),
-		whois:         map[netip.Addr]whoIsEntry{},
-		forwards:      newForwardWatch(cfg.LocalAPI, cfg.TailscaledArgs, cfg.Now),
-		lookups:       make(chan struct{}, maxPeerLookups),
+	s.tailnet, err = tailnet.New(tailnet.Config{
+		LocalAPI:       cfg.LocalAPI,
+		TailscaledUID:  s.tailscaledUID,
+		TailscaledArgs: cfg.TailscaledArgs,
+		LocalAPIHint:   fmt.Sprintf("is tailscaled running? Check with 'tailscale status' (socket %s, --tailscale-socket)", cfg.TailscaleSocket),
+		Now:            cfg.Now,
+	})
+	if err != nil {
+		return nil, err
 	}
 	// The hop dials only consoles run by this same user (the fleet token rides on every hop).
 	s.hop = proxy.NewHop(cfg.Logger, proxy.MarkDownFunc(reg.markDown), proxy.DialConsole)
@@ -157,7 +159,7 @@ func New(cfg Config) (*Server, error) {
 // facts (S5a/b) that every listener of the door needs.
 func (s *Server) newHTTPServer(h http.Handler) *http.Server {
 	srv := proxy.NewServer(h, s.log)
-	srv.ConnContext = s.verifier.connContext
+	srv.ConnContext = s.tailnet.ConnContext
 	return srv
 }
 
@@ -165,7 +167,7 @@ func (s *Server) newHTTPServer(h http.Handler) *http.Server {
 // by the fast loop, everything else by srv (proxy.ConnServer), both judging with s.door after
 // prepare.
 func (s *Server) newConnServer(srv *http.Server, prepare func(*http.Request)) *proxy.ConnServer {
-	return &proxy.ConnServer{Door: s.door, Server: srv, Prepare: prepare, ConnContext: s.verifier.connContextHere}
+	return &proxy.ConnServer{Door: s.door, Server: srv, Prepare: prepare, ConnContext: s.tailnet.ConnContextHere}
 }
 
 func (s *Server) tailscaledUID() (uint32, error) {
@@ -199,7 +201,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		go s.probeLoop()
 		go s.reachLoop()
 	})
-	s.verifier.forwards.watch(ln.Addr(), s.stop) // S5e, before the first connection is accepted
+	s.tailnet.Watch(ln.Addr(), s.stop) // S5e, before the first connection is accepted
 	return s.conns.Serve(ln)
 }
 

@@ -15,15 +15,15 @@ package supervisor
 // Serve tells a unix-socket backend "Host: localhost" and puts the name the caller used in
 // X-Forwarded-Host (Go's ReverseProxy deletes a caller's copy before Serve sets it). So, on this
 // door only, and only on a connection whose peer is tailscaled's uid, the supervisor takes the
-// Host from that single X-Forwarded-Host before judging anything; the S10 Host check, the S12
-// Origin check and the hop then see what they see on the TCP door. A request from any other peer
-// keeps its Host.
+// Host from that single X-Forwarded-Host before judging anything (tailnet.RestoreServeHost); the
+// S10 Host check, the S12 Origin check and the hop then see what they see on the TCP door. A
+// request from any other peer keeps its Host.
 //
 // Tailscale SSH does not reach this door (it forwards unix sockets only below the login's home,
 // /tmp and /run/user/<uid>; ListenUnix refuses /tmp and folders others can write, and fleet
 // doctor fails a socket in another account's home), so it is served while SSH is on.
 // A raw Serve forward can name a unix socket, though (TCPForward "unix:PATH"): while one names
-// this socket, its /c/ requests are 401 tcp-forwardable (SPEC S5e, forwards.go).
+// this socket, its /c/ requests are 401 tcp-forwardable (SPEC S5e, package tailnet).
 //
 // The TCP door keeps running beside it (consoles register on 127.0.0.1:<port> and find it in
 // supervisor.addr); the TCP door also runs the background work (token follower, console probes).
@@ -37,11 +37,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
-	"github.com/phase-console/fleet/contract"
 	"github.com/phase-console/fleet/internal/state"
 )
 
@@ -128,10 +126,10 @@ func removeStaleSocket(path string) error {
 }
 
 // ServeUnixListener serves the door on ln (from ListenUnix) until Close, with the same timeouts
-// and checks as the TCP door. Every connection's peer is judged with SO_PEERCRED (S5a); S5b does
-// not apply to a unix socket. It returns http.ErrServerClosed after Close.
+// and checks as the TCP door. Every connection's peer is judged with SO_PEERCRED (S5a, package
+// tailnet); S5b does not apply to a unix socket. It returns http.ErrServerClosed after Close.
 func (s *Server) ServeUnixListener(ln *net.UnixListener) error {
-	srv := s.newConnServer(s.newHTTPServer(http.HandlerFunc(s.serveUnixHTTP)), s.prepareUnix)
+	srv := s.newConnServer(s.newHTTPServer(http.HandlerFunc(s.serveUnixHTTP)), s.tailnet.RestoreServeHost)
 	select {
 	case <-s.stop:
 		ln.Close()
@@ -151,7 +149,7 @@ func (s *Server) ServeUnixListener(ln *net.UnixListener) error {
 		case <-done:
 		}
 	}()
-	s.verifier.forwards.watch(ln.Addr(), s.stop) // S5e, before the first connection is accepted
+	s.tailnet.Watch(ln.Addr(), s.stop) // S5e, before the first connection is accepted
 	s.log.Info("fleet.listening", "socket", ln.Addr().String(), "state", s.cfg.StateHome)
 	return srv.Serve(ln)
 }
@@ -159,34 +157,6 @@ func (s *Server) ServeUnixListener(ln *net.UnixListener) error {
 // serveUnixHTTP restores the Host that the caller used (see the file comment) when the peer is
 // tailscaled, then judges the request like the TCP door.
 func (s *Server) serveUnixHTTP(w http.ResponseWriter, r *http.Request) {
-	s.prepareUnix(r)
+	s.tailnet.RestoreServeHost(r)
 	s.ServeHTTP(w, r)
-}
-
-// prepareUnix restores the Host that the caller used, when the peer is tailscaled.
-func (s *Server) prepareUnix(r *http.Request) {
-	if host, ok := s.unixServeHost(r); ok {
-		r.Host = host
-	}
-}
-
-// unixServeHost returns the single X-Forwarded-Host that Serve set, when r came over a unix
-// socket whose peer is tailscaled's uid and says "Host: localhost" as Serve does.
-func (s *Server) unixServeHost(r *http.Request) (string, bool) {
-	facts, _ := r.Context().Value(connFactsKey{}).(*connFacts)
-	if facts == nil || !facts.viaUnix || !contract.EqualFoldASCII(r.Host, "localhost") {
-		return "", false
-	}
-	facts.once.Do(func() { facts.ref = s.verifier.judgeConn(r.Context(), facts) })
-	if facts.ref != nil {
-		return "", false
-	}
-	xfh := r.Header.Values("X-Forwarded-Host")
-	if len(xfh) != 1 || strings.ContainsAny(xfh[0], ", /\\@") {
-		return "", false
-	}
-	if _, ok := contract.ParseHost(xfh[0]); !ok {
-		return "", false
-	}
-	return xfh[0], true
 }

@@ -1,4 +1,4 @@
-package supervisor
+package tailnet
 
 import (
 	"net/http"
@@ -9,11 +9,16 @@ import (
 	"github.com/phase-console/fleet/proxy"
 )
 
-// This file is the loopback door's Host admission (SPEC S10). How a Host header is read is the
-// contract's (contract.ParseHost); which names are this machine's is the door's own.
+// This file is Host admission for a door that Serve publishes (SPEC S10). How a Host header is
+// read is the contract's (contract.ParseHost); which names are this machine's, tailscaled's
+// status says.
 
-// admitHost is S10: Host must be a loopback name, or this machine's Tailscale name or address.
-func (s *Server) admitHost(r *http.Request) *proxy.Refusal {
+// AdmitHost is S10: it admits r when its Host is a loopback name ("localhost", a loopback
+// address), which is answered without asking tailscaled, or this machine's Tailscale name (its
+// MagicDNS name, in full or its first label) or address, from tailscaled's status (cached).
+// Anything else is 421 host; a status that cannot be read refuses (401 unverified), never
+// admits. It makes a Verifier a proxy.HostAdmitter.
+func (v *Verifier) AdmitHost(r *http.Request) *proxy.Refusal {
 	host, ok := contract.ParseHost(r.Host)
 	if !ok {
 		return proxy.Refuse(http.StatusMisdirectedRequest, "host", "the request names no host")
@@ -24,7 +29,7 @@ func (s *Server) admitHost(r *http.Request) *proxy.Refusal {
 	if ip, err := netip.ParseAddr(host); err == nil && ip.Unmap().IsLoopback() && ip.Zone() == "" {
 		return nil
 	}
-	st, ref := s.verifier.tailscaleStatus(r.Context())
+	st, ref := v.tailscaleStatus(r.Context())
 	if ref != nil {
 		return ref
 	}

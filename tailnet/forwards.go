@@ -1,4 +1,4 @@
-package supervisor
+package tailnet
 
 // SPEC S5e: tailscaled's uid proves that tailscaled opened a connection, not that Serve's HTTP
 // proxy did. Tailscale SSH port forwards (`ssh -L 9000:127.0.0.1:7420`) and Serve's raw TCP
@@ -11,11 +11,11 @@ package supervisor
 //     line turns on one of its outbound proxies (--socks5-server, --outbound-http-proxy-listen:
 //     they dial 127.0.0.1 as tailscaled for whoever reaches them — any local process, and with
 //     userspace networking any tailnet peer allowed to — and no LocalAPI call shows them), or
-//     that command line cannot be read (peercred.SocketServerArgs: the process listening on the
-//     LocalAPI socket, /proc/<pid>/cmdline);
+//     that command line cannot be read (Config.TailscaledArgs; fleet serve reads
+//     /proc/<pid>/cmdline of the process listening on the LocalAPI socket);
 //   - the unix door: while a raw forward names its socket (TCPForward "unix:PATH"). Tailscale
 //     SSH forwards unix sockets only below the login's home, /tmp and /run/user/<uid>, which the
-//     socket's folder never is (ListenUnix).
+//     socket's folder never is (supervisor.ListenUnix).
 //
 // fleet learns them by polling the LocalAPI (GetPrefs, GetServeConfig) and tailscaled's command
 // line every forwardPollInterval. It fails closed:
@@ -64,8 +64,8 @@ const (
 	forwardCallTimeout = 2 * time.Second
 )
 
-// doorKey names one door of the supervisor: the TCP door by its port on 127.0.0.1, the unix
-// door by its socket's path.
+// doorKey names one watched door: the TCP door by its port on 127.0.0.1, the unix door by its
+// socket's path.
 type doorKey struct {
 	port uint16
 	sock string
@@ -124,6 +124,16 @@ type forwardWatch struct {
 func newForwardWatch(api LocalAPI, args func(ctx context.Context) ([]string, error), now func() time.Time) *forwardWatch {
 	return &forwardWatch{api: api, args: args, now: now, interval: forwardPollInterval, doors: map[doorKey]*doorState{}}
 }
+
+// Watch starts judging the door listening at addr for raw forwards (SPEC S5e), and (once) the
+// polling of tailscaled that keeps the answer fresh until stop is closed. It asks tailscaled once
+// before it returns. Call it before accepting the first connection on addr: a request on a door
+// that is not watched, or on a connection accepted before any answer, is never verified.
+func (v *Verifier) Watch(addr net.Addr, stop <-chan struct{}) { v.forwards.watch(addr, stop) }
+
+// Refresh asks tailscaled now what the forward watch follows (prefs, the Serve config, its
+// command line), as the next poll would, and records the answer before it returns.
+func (v *Verifier) Refresh(ctx context.Context) { v.forwards.poll(ctx) }
 
 // watch starts judging the door listening at addr, and (once) the polling that keeps the answer
 // fresh until stop is closed. It asks tailscaled once before it returns, so that the door's

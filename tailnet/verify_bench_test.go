@@ -1,4 +1,4 @@
-package supervisor
+package tailnet
 
 import (
 	"context"
@@ -9,10 +9,10 @@ import (
 // BenchmarkWhoIsCacheHit is what S5c costs per request once tailscaled has answered for the
 // caller's address: a cache lookup, no LocalAPI call.
 //
-//	go test -run=NONE -bench=WhoIsCacheHit -benchmem ./supervisor
+//	go test -run=NONE -bench=WhoIsCacheHit -benchmem ./tailnet
 func BenchmarkWhoIsCacheHit(b *testing.B) {
 	d := startDoor(b)
-	v := d.srv.verifier
+	v := d.v
 	ctx := context.Background()
 	ip := netip.MustParseAddr(aliceIP)
 	if _, ref := v.whoIs(ctx, ip); ref != nil {

@@ -1,0 +1,202 @@
+package tailnet
+
+// This file is who is calling through Tailscale Serve (SPEC S5c, S5d): the headers Serve sets,
+// judged against tailscaled's WhoIs, and the WhoIs and status caches.
+
+import (
+	"context"
+	"errors"
+	"mime"
+	"net/http"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/phase-console/fleet/contract"
+	"github.com/phase-console/fleet/proxy"
+	"tailscale.com/client/local"
+	"tailscale.com/client/tailscale/apitype"
+	"tailscale.com/ipn/ipnstate"
+	"tailscale.com/net/tsaddr"
+)
+
+// whoIsTTL is how long a WhoIs answer for an address is reused (SPEC S5: "a few seconds").
+const whoIsTTL = 5 * time.Second
+
+// statusTTL is how long tailscaled's status (TUN mode, this node's names and addresses) is reused.
+const statusTTL = 30 * time.Second
+
+// maxWhoIsCache bounds the WhoIs cache; past it the cache starts over.
+const maxWhoIsCache = 4096
+
+type whoIsEntry struct {
+	resp    *apitype.WhoIsResponse
+	err     error // nil or local.ErrPeerNotFound: other errors are not cached
+	expires time.Time
+}
+
+// refuseSelf answers a request from this node's own Tailscale address (403 self).
+func refuseSelf() *proxy.Refusal {
+	return proxy.Refuse(http.StatusForbidden, "self",
+		"a request from this machine itself through its own Tailscale address proves nothing about its user; open the console on this machine directly")
+}
+
+// VerifyCaller judges r under SPEC S5 and returns the verified caller: a tailnet user's login, as
+// tailscaled's WhoIs names it, and the Tailscale address Serve named. Every other outcome is a
+// refusal — 401 unverified, 401 tcp-forwardable, 401 identity-mismatch, 403 funnel, 403
+// tagged-node, 403 self — and so is any error, a LocalAPI that does not answer included: it never
+// returns a caller it did not verify, nor a login that looks like device:…. consoleID is not
+// used; it makes a Verifier a proxy.CallerVerifier.
+//
+// The order: the connection's own facts (S5a, S5b; judged once per connection), the forward
+// watch (S5e), Funnel (S5c), X-Forwarded-For (S5c), this node's own address, WhoIs (S5c) and
+// Tailscale-User-Login (S5d).
+func (v *Verifier) VerifyCaller(r *http.Request, consoleID string) (proxy.Caller, *proxy.Refusal) {
+	ctx := r.Context()
+	facts := factsOf(r)
+	if facts == nil {
+		return proxy.Caller{}, unverified("the connection was not judged")
+	}
+	if ref := v.judgeConnOnce(ctx, facts); ref != nil {
+		return proxy.Caller{}, ref
+	}
+	// S5e: a door that tailscaled can carry a peer's raw bytes to proves nothing by its uid.
+	if ref := v.forwards.judgeConn(ctx, facts.door, facts.epoch); ref != nil {
+		return proxy.Caller{}, ref
+	}
+
+	// S5c: Funnel traffic is never a tailnet user.
+	if contract.HasHeaderFold(r.Header, "Tailscale-Funnel-Request") {
+		return proxy.Caller{}, proxy.Refuse(http.StatusForbidden, "funnel", "requests from the public internet (Funnel) are refused")
+	}
+	xff := r.Header.Values("X-Forwarded-For")
+	if len(xff) != 1 || strings.Contains(xff[0], ",") {
+		return proxy.Caller{}, unverified("the request did not come through Tailscale Serve (want exactly one X-Forwarded-For)")
+	}
+	ip, err := netip.ParseAddr(strings.TrimSpace(xff[0]))
+	if err != nil || !tsaddr.IsTailscaleIP(ip.Unmap()) {
+		return proxy.Caller{}, unverified("X-Forwarded-For is not a Tailscale address")
+	}
+	ip = ip.Unmap()
+	// This node's own address: a process on this very machine, of any user, that connected to
+	// the node's Tailscale IP and so went through Serve. WhoIs names the node's owner for it, but
+	// nothing says that process is the owner.
+	st, ref := v.tailscaleStatus(ctx)
+	if ref != nil {
+		return proxy.Caller{}, ref
+	}
+	if slices.Contains(st.TailscaleIPs, ip) || (st.Self != nil && slices.Contains(st.Self.TailscaleIPs, ip)) {
+		return proxy.Caller{}, refuseSelf()
+	}
+	who, ref := v.whoIs(ctx, ip)
+	if ref != nil {
+		return proxy.Caller{}, ref
+	}
+	if who.Node != nil && st.Self != nil && who.Node.StableID != "" && who.Node.StableID == st.Self.ID {
+		return proxy.Caller{}, refuseSelf()
+	}
+	if who.Node != nil && who.Node.IsTagged() {
+		return proxy.Caller{}, proxy.Refuse(http.StatusForbidden, "tagged-node", "tagged nodes are not people; only a user's device is let in")
+	}
+	if who.Node == nil || who.UserProfile == nil || who.UserProfile.LoginName == "" {
+		return proxy.Caller{}, unverified("tailscaled did not name a user for the caller")
+	}
+	login := who.UserProfile.LoginName
+	if strings.HasPrefix(strings.ToLower(login), "device:") {
+		return proxy.Caller{}, unverified("a tailnet login never looks like a paired device")
+	}
+	// S5d: what Serve told us must agree with what WhoIs says.
+	if sent := r.Header.Values("Tailscale-User-Login"); len(sent) > 0 {
+		if len(sent) != 1 {
+			return proxy.Caller{}, proxy.Refuse(http.StatusUnauthorized, "identity-mismatch", "more than one Tailscale-User-Login")
+		}
+		decoded, err := new(mime.WordDecoder).DecodeHeader(sent[0])
+		if err != nil || decoded != login {
+			return proxy.Caller{}, proxy.Refuse(http.StatusUnauthorized, "identity-mismatch", "Tailscale-User-Login does not agree with tailscaled's WhoIs")
+		}
+	}
+	return proxy.Caller{Login: login, IP: ip}, nil
+}
+
+func (v *Verifier) whoIs(ctx context.Context, ip netip.Addr) (*apitype.WhoIsResponse, *proxy.Refusal) {
+	e, ok := v.cachedWhoIs(ip)
+	if !ok {
+		addr := ip.String() // as tailscaled is asked; the cache is keyed by ip (no text per request)
+		res := <-v.whoisFlight.DoChanContext(ctx, addr, func(ctx context.Context) (whoIsEntry, error) {
+			// A call that finished just before this one began has filled the cache.
+			if e, ok := v.cachedWhoIs(ip); ok {
+				return e, nil
+			}
+			now := v.now()
+			wctx, cancel := context.WithTimeout(ctx, localAPITimeout)
+			defer cancel()
+			resp, err := v.api.WhoIs(wctx, addr)
+			if err != nil && !errors.Is(err, local.ErrPeerNotFound) {
+				return whoIsEntry{}, err
+			}
+			e := whoIsEntry{resp: resp, err: err, expires: now.Add(whoIsTTL)}
+			v.mu.Lock()
+			if len(v.whois) >= maxWhoIsCache {
+				v.whois = make(map[netip.Addr]whoIsEntry)
+			}
+			v.whois[ip] = e
+			v.mu.Unlock()
+			return e, nil
+		})
+		if res.Err != nil {
+			return nil, v.apiDown(res.Err)
+		}
+		e = res.Val
+	}
+	if e.err != nil || e.resp == nil {
+		return nil, unverified("tailscaled does not know the caller's address")
+	}
+	return e.resp, nil
+}
+
+// cachedWhoIs returns the cached WhoIs answer for addr while it is fresh.
+func (v *Verifier) cachedWhoIs(ip netip.Addr) (whoIsEntry, bool) {
+	now := v.now()
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	e, ok := v.whois[ip]
+	return e, ok && !now.After(e.expires)
+}
+
+// tailscaleStatus returns tailscaled's status, cached for statusTTL.
+func (v *Verifier) tailscaleStatus(ctx context.Context) (*ipnstate.Status, *proxy.Refusal) {
+	if st, ok := v.cachedStatus(); ok {
+		return st, nil
+	}
+	res := <-v.statusFlight.DoChanContext(ctx, "status", func(ctx context.Context) (*ipnstate.Status, error) {
+		if st, ok := v.cachedStatus(); ok {
+			return st, nil
+		}
+		now := v.now()
+		sctx, cancel := context.WithTimeout(ctx, localAPITimeout)
+		defer cancel()
+		st, err := v.api.StatusWithoutPeers(sctx)
+		if err == nil && st == nil {
+			err = errors.New("no status")
+		}
+		if err != nil {
+			return nil, err
+		}
+		v.mu.Lock()
+		v.status, v.statAt = st, now
+		v.mu.Unlock()
+		return st, nil
+	})
+	if res.Err != nil {
+		return nil, v.apiDown(res.Err)
+	}
+	return res.Val, nil
+}
+
+func (v *Verifier) cachedStatus() (*ipnstate.Status, bool) {
+	now := v.now()
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.status, v.status != nil && now.Sub(v.statAt) < statusTTL
+}
