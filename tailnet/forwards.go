@@ -132,7 +132,8 @@ func newForwardWatch(api LocalAPI, args func(ctx context.Context) ([]string, err
 func (v *Verifier) Watch(addr net.Addr, stop <-chan struct{}) { v.forwards.watch(addr, stop) }
 
 // Refresh asks tailscaled now what the forward watch follows (prefs, the Serve config, its
-// command line), as the next poll would, and records the answer before it returns.
+// command line), as the next poll would, and records the answer before it returns (unless ctx
+// ends first: an answer nobody waited for is not recorded).
 func (v *Verifier) Refresh(ctx context.Context) { v.forwards.poll(ctx) }
 
 // watch starts judging the door listening at addr, and (once) the polling that keeps the answer

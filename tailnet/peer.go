@@ -53,8 +53,8 @@ type connFactsKey struct{}
 // http.Server.ConnContext. A request on a connection it did not see is never verified. The
 // peer's uid is looked up at once, in the background, while the connection surely still holds its
 // addresses (peercred.ConnPeerUID also checks that it does); its first request waits for it. At
-// most maxPeerLookups run at once: past that, the connection's first request looks its peer up
-// itself when a slot frees, or is refused after peerLookupWait.
+// most 32 lookups run at once (maxPeerLookups): past that, the connection's first request looks
+// its peer up itself when a slot frees, or is refused 401 unverified after 2 s (peerLookupWait).
 func (v *Verifier) ConnContext(ctx context.Context, c net.Conn) context.Context {
 	return v.newConnFacts(ctx, c, false)
 }
