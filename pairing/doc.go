@@ -29,3 +29,9 @@ package pairing
 // __Host- prefix makes a browser keep it only when it was set Secure, with Path=/ and no Domain,
 // so nothing but the door's own origin can set or read it.
 const CookieName = "__Host-fleet-device"
+
+// ClearCookie is the Set-Cookie value that deletes the credential cookie from a browser (SPEC
+// R10): the door sends it in the answer that refuses a credential (unknown or revoked), so that
+// the browser stops sending it. A pairing that succeeds in that same answer replaces it with the
+// new credential (NewHandler).
+const ClearCookie = CookieName + "=; Path=/; Max-Age=0; Secure; HttpOnly; SameSite=Strict"

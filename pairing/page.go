@@ -172,8 +172,9 @@ type HandlerConfig struct {
 //     CheckPasswordContext (the process-wide scrypt gate; a caller that goes away stops waiting).
 //  5. A device is registered (cfg.Register.Add) under the name given to `fleet reach pair
 //     --name`, else the form's, and its credential set as the cookie CookieName: Secure,
-//     HttpOnly, SameSite=Strict, Path=/, no Domain, Max-Age CookieMaxAge. The answer is 303 to
-//     "/", the device's index of consoles.
+//     HttpOnly, SameSite=Strict, Path=/, no Domain, Max-Age CookieMaxAge, in place of any
+//     ClearCookie line the door set for a refused credential sent with the POST (R10). The
+//     answer is 303 to "/", the device's index of consoles.
 //
 // Every refusal of a POST calls cfg.OnFailure, writes one fleet.rejected log line (reason
 // pairing-code, pairing-password, pairing-form, body-too-large, cross-origin or
@@ -366,6 +367,9 @@ func (h *handler) pair(w http.ResponseWriter, r *http.Request) {
 		h.pageRefused(w, http.StatusServiceUnavailable, again, msgNotKept)
 		return
 	}
+	// The door may have cleared a refused credential in this same answer (ClearCookie, R10): the
+	// new one takes that line's place, so no browser has to apply the two in the right order.
+	dropCookie(w.Header(), CookieName)
 	http.SetCookie(w, &http.Cookie{
 		Name:     CookieName,
 		Value:    cred,
@@ -378,6 +382,17 @@ func (h *handler) pair(w http.ResponseWriter, r *http.Request) {
 	h.log.Info(EventPaired, "id6", d.ID6, "slug", d.Slug, "peer", r.RemoteAddr)
 	w.Header().Set("Location", "/")
 	w.WriteHeader(http.StatusSeeOther)
+}
+
+// dropCookie removes from h every Set-Cookie line that sets the cookie name.
+func dropCookie(h http.Header, name string) {
+	lines := h.Values("Set-Cookie")
+	h.Del("Set-Cookie")
+	for _, l := range lines {
+		if n, _, _ := strings.Cut(l, "="); strings.TrimSpace(n) != name {
+			h.Add("Set-Cookie", l)
+		}
+	}
 }
 
 // idleForm gives each read of the form formIdleTimeout to bring a byte (S9): a stalled form

@@ -79,8 +79,11 @@ type Config struct {
 //     request with a valid device cookie is held back only by its own source. A stranger's
 //     request holds the place of one failure while it is judged (Limiter.Admit), and so does
 //     every pairing POST, a device's too (Limiter.AdmitGuess), so parallel guesses get no more
-//     past the limiter than one at a time would. An unknown or revoked device cookie is a
-//     failure, and the request goes on as unpaired;
+//     past the limiter than one at a time would. An unknown or revoked device cookie is
+//     cleared in the answer, whatever it is (R10: pairing.ClearCookie), so that a browser stops
+//     sending it; it is a failure only on a request that needs a credential — anything but
+//     the door's own routes of step 3, which any caller gets (R7) — and the request goes on as
+//     unpaired;
 //  3. the door's own routes: GET /ca.crt (the root), /pair and /pair/… (Config.Pairing);
 //  4. R7: an unpaired caller is sent (303) to /pair for everything else;
 //  5. a paired device goes through proxy.Door, the judgement both doors share (S3, S4, S6,
@@ -217,6 +220,9 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	mark := d.streams.mark() // before authenticating: a revocation told after it refuses r
 	dev, sent, ok := d.authenticate(r)
+	if sent && !ok {
+		w.Header().Add("Set-Cookie", pairing.ClearCookie) // R10: the browser stops sending it
+	}
 	admit := d.limiter.Admit // R6, before any password work
 	if r.Method == http.MethodPost && r.URL.Path == PairPath {
 		admit = d.limiter.AdmitGuess // a pairing guess holds its place, a device's too
@@ -233,14 +239,25 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer end()
 	if sent && !ok {
-		d.limiter.Failure(src)
-		d.log.Warn("fleet.reach-unknown-device", "peer", r.RemoteAddr)
+		counted := !d.servesAnyone(r) // R10: a failure only where a credential is needed
+		if counted {
+			d.limiter.Failure(src)
+		}
+		d.log.Warn("fleet.reach-unknown-device", "peer", r.RemoteAddr, "counted", counted)
 	}
 	if ok {
 		ctx := context.WithValue(r.Context(), deviceKey{}, dev)
 		r = r.WithContext(context.WithValue(ctx, markKey{}, mark))
 	}
 	d.router.ServeHTTP(w, r)
+}
+
+// servesAnyone reports whether r is one of the door's own routes, which it serves to any caller
+// (R7): /ca.crt, the pairing page, its assets and its POST. A credential is needed for nothing
+// there, so a refused one is no failure on them (R10).
+func (d *Door) servesAnyone(r *http.Request) bool {
+	h, _, _ := d.router.Lookup(r.Method, r.URL.Path)
+	return h != nil
 }
 
 // forwards reports whether r may be forwarded to a console: a paired device's request (device)
