@@ -125,8 +125,8 @@ type HandlerConfig struct {
 	// Now is the clock codes are judged and devices stamped by, read when a code is used (never
 	// when a request begins: see pair). Nil means time.Now.
 	Now func() time.Time
-	// OnFailure, if set, is called once for every refused pairing attempt (SPEC R6: the door
-	// counts it for its limiter) before the answer is written.
+	// OnFailure, if set, is called once for every refused pairing attempt but a cross-origin one
+	// (SPEC R6, R6b: the door counts it for its limiter) before the answer is written.
 	OnFailure func(*http.Request)
 }
 
@@ -160,9 +160,10 @@ type HandlerConfig struct {
 //
 //  1. Origin: a browser sends Origin with every POST; one that is present and is not cfg.Origin
 //     (or is "null", or sent twice), or a Sec-Fetch-Site of cross-site or same-site, is 403
-//     cross-origin. No GET changes anything, and the credential cookie is SameSite=Strict, so no
-//     other site can make a browser act on the door: the one thing a forged form could do is
-//     pair the victim's browser with a code of the attacker's (login CSRF), which this refuses.
+//     cross-origin, which is not a failure. No GET changes anything, and the credential cookie
+//     is SameSite=Strict, so no other site can make a browser act on the door: the one thing a
+//     forged form could do is pair the victim's browser with a code of the attacker's (login
+//     CSRF), which this refuses.
 //  2. The body: application/x-www-form-urlencoded of at most MaxFormBytes (else 413 or 415), the
 //     fields taken from the body only, never the URL.
 //  3. The code (RedeemWithClock, judged at the time it is used — read once the form is in and
@@ -176,9 +177,10 @@ type HandlerConfig struct {
 //     ClearCookie line the door set for a refused credential sent with the POST (R10). The
 //     answer is 303 to "/", the device's index of consoles.
 //
-// Every refusal of a POST calls cfg.OnFailure, writes one fleet.rejected log line (reason
-// pairing-code, pairing-password, pairing-form, body-too-large, cross-origin or
-// pairing-unavailable; method, path, peer; never the code, the password or the name) and
+// Every refusal of a POST writes one fleet.rejected log line (reason pairing-code,
+// pairing-password, pairing-form, body-too-large, cross-origin or pairing-unavailable; method,
+// path, peer; never the code, the password or the name), calls cfg.OnFailure unless it is
+// cross-origin (SPEC R6b: a foreign origin guesses nothing, and any page could send one), and
 // answers without echoing the code or the password. A refused code or password is 403 with the
 // page again and one of two messages: "the code or the password is wrong" for an unknown code
 // and a wrong password alike, or "this code can no longer be used" for one expired, used or
@@ -294,7 +296,9 @@ func (h *handler) page(w http.ResponseWriter, status int, d pageData) {
 // form held open for as long as it keeps moving (S9) carries no earlier time with it (R8).
 func (h *handler) pair(w http.ResponseWriter, r *http.Request) {
 	if !h.sameOrigin(r) {
-		h.reject(r, http.StatusForbidden, ReasonOrigin, "the pairing form is posted only from the door's own page")
+		// Logged, not counted (SPEC R6b): any page can make a browser send it, and it guesses
+		// nothing; counting it would let that page lock the phone out before it pairs.
+		h.logRefusal(r, http.StatusForbidden, ReasonOrigin, "the pairing form is posted only from the door's own page")
 		h.refusalPage(w, http.StatusForbidden, ReasonOrigin, "the pairing form is posted only from the door's own page")
 		return
 	}

@@ -542,8 +542,8 @@ func TestPairingDeadCodes_R8(t *testing.T) {
 }
 
 // TestPairingCrossOrigin_S12: a POST from another origin — a different host or port, "null",
-// two Origin headers, or Sec-Fetch-Site saying another site — is 403 cross-origin, counted,
-// before the code is even looked at; the door's own origin, or no Origin at all, is judged.
+// two Origin headers, or Sec-Fetch-Site saying another site — is 403 cross-origin, logged but
+// not counted (R6b: it guesses nothing), before the code is even looked at; the door's own origin, or no Origin at all, is judged.
 func TestPairingCrossOrigin_S12(t *testing.T) {
 	e := newPageEnv(t)
 	code := e.issue("")
@@ -571,8 +571,8 @@ func TestPairingCrossOrigin_S12(t *testing.T) {
 	if r := e.do(req); r.status != 403 {
 		t.Errorf("S12 two Origin headers: %d", r.status)
 	}
-	if n := e.failures.Load(); n != 9 {
-		t.Errorf("R6 failures %d, want 9", n)
+	if n := e.failures.Load(); n != 0 {
+		t.Errorf("R6b %d cross-origin POSTs counted as failures, want none", n)
 	}
 	if scrypts.Load() != 0 || e.wrongCount(code) != 0 {
 		t.Error("a cross-origin POST reached the code or the password")

@@ -50,7 +50,8 @@
 // failing check answers: S9 head size (431 header-too-large) → the door's Host admission → S3
 // (400 assertion-sent) → S7 (400 bad-path for a target with a space or a control byte; then, on a
 // /c/… path, 400 bad-path, then 403 hooks) → S9 upgrade (400
-// bad-upgrade) → S12 (403 cross-origin); then a request that is not for a console goes to the
+// bad-upgrade) → S12 (403 cross-origin) → the door's own Site check, if it has one (the reach
+// door's R6b, 403 cross-origin); then a request that is not for a console goes to the
 // door's own pages, "/c/<id>" is 308 to "/c/<id>/", and a console request goes on: CONNECT and
 // TRACE (405 method) → the door's caller verification → the console (404 unknown-console) → the
 // token (503 no-token) → Hop.Forward, to exactly the path judged, as exactly the caller verified.

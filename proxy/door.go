@@ -39,9 +39,9 @@ type Door struct {
 	// Pages answers every request that is not for a console (its path's first segment is not
 	// "c") once it passed the checks every request passes. Nil: 404 not-found.
 	Pages http.Handler
-	// Refused, if not nil, is told of every refusal the Door writes, after it is written (the
-	// reach door counts failures with it, SPEC R6). It must not write to the response.
-	Refused func(r *http.Request, ref *Refusal)
+	// Site, if not nil, is the door's own judgement of the site a request comes from, asked in
+	// S12's place (the reach door's Fetch Metadata rule, SPEC R6b): a Refusal refuses r.
+	Site func(r *http.Request) *Refusal
 }
 
 // A HostAdmitter is a door's own Host admission: nil admits r, a Refusal (421 host) refuses it.
@@ -92,7 +92,7 @@ type TokenSource interface {
 //     bad-path, a hooks path 403 hooks — before the upgrade and Origin checks, so hooks answers
 //     whatever else r carries;
 //  5. S9: an upgrade other than WebSocket is 400 bad-upgrade;
-//  6. S12: an Origin that is not r's own origin is 403 cross-origin;
+//  6. S12: an Origin that is not r's own origin is 403 cross-origin; then the door's Site;
 //
 // then a request that is not for a console goes to Pages, "/c/<id>" is 308 to "/c/<id>/", and a
 // console request goes on:
@@ -175,6 +175,11 @@ func (d *Door) judge(r *http.Request) verdict {
 	}
 	if len(r.Header["Origin"]) != 0 { // S12
 		if ref := CheckOrigin(r, RequestProto(r, d.FromServe)); ref != nil {
+			return verdict{refusal: ref}
+		}
+	}
+	if d.Site != nil {
+		if ref := d.Site(r); ref != nil {
 			return verdict{refusal: ref}
 		}
 	}
@@ -279,14 +284,11 @@ func noByteBelow(s string, lo byte) bool {
 	}
 }
 
-// refuse writes ref (one fleet.rejected line, SPEC S11) and tells Refused.
+// refuse writes ref (one fleet.rejected line, SPEC S11).
 func (d *Door) refuse(w http.ResponseWriter, r *http.Request, ref *Refusal) {
 	log := d.Log
 	if log == nil {
 		log = slog.Default() // only a Door that is not set up, which refuses everything
 	}
 	WriteRefusal(w, r, log, ref)
-	if d.Refused != nil {
-		d.Refused(r, ref)
-	}
 }

@@ -5,7 +5,6 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 )
 
@@ -116,27 +115,42 @@ func TestDoorFailsClosed(t *testing.T) {
 	})
 }
 
-// TestDoorRefusedHook_R6: Refused is told of every refusal the Door writes, with its reason
-// (the reach door counts failures with it), and of nothing that was forwarded.
-func TestDoorRefusedHook_R6(t *testing.T) {
-	var mu sync.Mutex
-	var reasons []string
+// TestDoorSiteHook_R6b: a door's own Site judgement is asked in S12's place: after S3, S7
+// (bad-path, hooks), the S9 upgrade check and S12 itself, before the door's pages, the redirect
+// of "/c/<id>" and the console; its refusal is written as it is and nothing is forwarded.
+func TestDoorSiteHook_R6b(t *testing.T) {
 	d := startTestDoor(t, func(d *Door) {
-		d.Refused = func(r *http.Request, ref *Refusal) {
-			mu.Lock()
-			reasons = append(reasons, ref.Reason)
-			mu.Unlock()
+		d.Pages = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})
+		d.Site = func(r *http.Request) *Refusal {
+			if r.Header.Get("X-Test-Site") != "" {
+				return Refuse(http.StatusForbidden, "site-test", "the test's Site refused it")
+			}
+			return nil
 		}
 	})
-	d.raw(serveReq("GET", "/c/alpha/x"))
-	d.raw(serveReq("GET", "/c/alpha/x", "X-Phase-Console-Fleet: x"))
-	d.raw(serveReq("GET", "/c/alpha/hooks"))
-	d.raw(serveReq("GET", "/c/alpha/%2F"))
-	d.raw(serveReq("GET", "/c/alpha/", "Origin: https://evil.example"))
-	mu.Lock()
-	defer mu.Unlock()
-	if got := strings.Join(reasons, " "); got != "assertion-sent hooks bad-path cross-origin" {
-		t.Errorf("Refused was told %q", got)
+	other := "X-Test-Site: other"
+	for _, row := range []struct {
+		name   string
+		req    string
+		status int
+		reason string
+	}{
+		{"R6b Site", serveReq("GET", "/c/alpha/x", other), 403, "site-test"},
+		{"R6b Site before the pages", serveReq("GET", "/", other), 403, "site-test"},
+		{"R6b Site before the redirect", serveReq("GET", "/c/alpha", other), 403, "site-test"},
+		{"S3 before Site", serveReq("GET", "/c/alpha/x", other, "X-Phase-Console-Fleet: x"), 400, "assertion-sent"},
+		{"S7 bad-path before Site", serveReq("GET", "/c/alpha/%2F", other), 400, "bad-path"},
+		{"S7 hooks before Site", serveReq("GET", "/c/alpha/hooks", other), 403, "hooks"},
+		{"S9 upgrade before Site", serveReq("GET", "/c/alpha/x", other, "Connection: Upgrade", "Upgrade: h2c"), 400, "bad-upgrade"},
+		{"S12 before Site", serveReq("GET", "/c/alpha/x", other, "Origin: https://evil.example"), 403, "cross-origin"},
+	} {
+		t.Run(row.name, func(t *testing.T) {
+			d.wantRejected(t, row.req, row.status, row.reason)
+		})
+	}
+	before := d.alpha.count()
+	if r := d.raw(serveReq("GET", "/c/alpha/x")); r.status != http.StatusOK || d.alpha.count() != before+1 {
+		t.Errorf("what Site lets through: %d %q, want forwarded", r.status, r.reason)
 	}
 }
 

@@ -1,5 +1,5 @@
 // Package reach owns the direct-reach door: the second way into fleet, for a phone that is not on
-// the tailnet, over HTTPS to one literal LAN address of this machine (SPEC R1–R9).
+// the tailnet, over HTTPS to one literal LAN address of this machine (SPEC R1–R10).
 //
 // What opens it: only the machine profile, <stateHome>/machine-profile.yaml, with reach.mode set
 // to direct and reach.listen set to one literal IP address and port (LoadProfile). What can never
@@ -9,15 +9,24 @@
 // not know, or that group or world could have written. Each of those leaves the door closed with
 // an error naming the key (or the file) and the rule, and never touches the loopback door.
 //
-// Callers on the door are judged before any console sees them, and failures are counted per
-// source — the TCP peer, never a header — and overall, so that guessing is slow (Limiter).
+// Callers on the door are judged before any console sees them, and a stranger's failures are
+// counted per source — the TCP peer, never a header — and overall, so that guessing is slow
+// (Limiter). What is not a failure matters as much, so that no one can lock a phone out:
 //
-// A paired device may post the pairing form too: R7 says what an unpaired caller gets, and
-// nothing in R7 or R8 keeps a paired browser from pairing again (as another device, under a new
-// cookie), so it is not refused. But its pairing POST is a guess like a stranger's: it holds the
-// place of one failure of its source while it is judged (Limiter.AdmitGuess), so a device's
-// cookie buys no more guesses at once than a stranger gets. Like every request with a valid
-// device credential (R6), it is held back by its own source's count only, never the overall one.
+//   - a request with a valid device credential is never held back by either count, and none of
+//     its refusals is a failure (R6): a paired device guesses nothing, and neither strangers
+//     sharing its address (a household's IPv6 /64) nor a page it loads can lock it out. That
+//     holds for its pairing POST too (nothing in R7 or R8 keeps a paired browser from pairing
+//     again, as another device): its wrong code is no failure, and a code is still one in 20^8,
+//     lives five minutes and dies after five wrong passwords;
+//   - a request that a browser marks as another site's (Sec-Fetch-Site: cross-site), other than a
+//     top-level GET navigation, is 403 cross-origin and never counted, and neither is any S12
+//     refusal, the pairing page's own included (R6b): any page a phone visits can make its
+//     browser send those, and they guess nothing;
+//   - a credential the door refuses (unknown or revoked) is cleared in the same answer and is a
+//     failure only on a request that needs one — not on /ca.crt, the pairing page, its assets or
+//     its POST — so a revoked phone's page load counts at most once and it can pair again at
+//     once (R10).
 //
 // The door answers a request itself — a refusal, the redirect to /pair, the pairing pages, the
 // root, a device's index — unless it forwards it to a console. Such an answer to an HTTP/1
@@ -53,6 +62,7 @@
 //   - profile.go: the machine profile, parsed strictly and validated (R1–R3, F1): LoadProfile,
 //     ParseProfile, Profile, ProfileError, IsPublic.
 //   - limiter.go: the failure limiter (R6): Limiter, NewLimiter, PeerAddr.
+//   - site.go: what a browser says of the site a request comes from (R6b).
 //   - door.go: the door (Open, Door): its listener on exactly the profile's address, over TLS
 //     from package ca (R2, R4), and the order in which it judges a request.
 //   - answer.go: the bounds in time on what the door writes (S9, R6): AnswerTimeout on its own

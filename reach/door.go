@@ -70,27 +70,35 @@ type Config struct {
 
 // A Door is the direct-reach door, open and serving on its one address until Close.
 //
-// It judges every request in this order, the first failing step answering:
+// Before it judges anything it looks at the device cookie, for R6 and R10: a valid one makes r
+// a paired device's, which neither count ever holds back and none of whose refusals is a
+// failure (a paired device guesses nothing, and neither strangers sharing its address nor a
+// page it loads may lock it out). An unknown or revoked one (or two cookies at once) is cleared
+// in the answer, whatever the answer is (R10: pairing.ClearCookie), so that a browser stops
+// sending it, and r goes on as unpaired. Then it judges r in this order, the first failing step
+// answering:
 //
 //  1. R5: a Host other than the listen address, with or without its port, or an SNI that is
-//     not the Host's address, is 421 host — a failure (R6), counted only while the source is
-//     not held back already (the Limiter records nothing for a refused source);
-//  2. R6: a source the Limiter holds back is 429 rate-limited with an exact Retry-After; a
-//     request with a valid device cookie is held back only by its own source. A stranger's
-//     request holds the place of one failure while it is judged (Limiter.Admit), and so does
-//     every pairing POST, a device's too (Limiter.AdmitGuess), so parallel guesses get no more
-//     past the limiter than one at a time would. An unknown or revoked device cookie is
-//     cleared in the answer, whatever it is (R10: pairing.ClearCookie), so that a browser stops
-//     sending it; it is a failure only on a request that needs a credential — anything but
-//     the door's own routes of step 3, which any caller gets (R7) — and the request goes on as
-//     unpaired;
-//  3. the door's own routes: GET /ca.crt (the root), /pair and /pair/… (Config.Pairing);
-//  4. R7: an unpaired caller is sent (303) to /pair for everything else;
-//  5. a paired device goes through proxy.Door, the judgement both doors share (S3, S4, S6,
-//     S7, S9, S12; its refusals of S3, S7 bad-path and S12 are failures), asserted as
-//     device:<slug>#<id6> from its TCP peer (R9), without its cookie; on the door, /fleet and
-//     everything under it — judged on the decoded path, its first segment folded as S7 folds
-//     segments — is 403 reach-settings (R1), and / is the device's index of consoles.
+//     not the Host's address, is 421 host — a failure of a stranger (R6), counted only while
+//     its source is not held back already (the Limiter records nothing for a refused source);
+//  2. R6b, in S12's place: a request that a browser marks cross-site (Sec-Fetch-Site), other
+//     than a top-level GET navigation, is 403 cross-origin, and never a failure. The door asks
+//     it here of every request it answers without proxy.Door — an unpaired caller's, and the
+//     routes of step 4 — and proxy.Door asks it (its Site) of a paired device's other
+//     requests, after S3 and S7 as S7 says;
+//  3. R6: a stranger's source the Limiter holds back is 429 rate-limited with an exact
+//     Retry-After. A stranger's request holds the place of one failure while it is judged
+//     (Limiter.Admit), so parallel guesses get no more past the limiter than one at a time
+//     would. A refused credential is a failure only on a request that needs one: anything but
+//     the routes of step 4, which any caller gets (R7, R10);
+//  4. the door's own routes: GET /ca.crt (the root), /pair and /pair/… (Config.Pairing), whose
+//     wrong code or password is a stranger's failure (Door.Failure);
+//  5. R7: an unpaired caller is sent (303) to /pair for everything else;
+//  6. a paired device goes through proxy.Door, the judgement both doors share (S3, S4, S6,
+//     S7, S9, S12, then R6b), asserted as device:<slug>#<id6> from its TCP peer (R9), without
+//     its cookie; on the door, /fleet and everything under it — judged on the decoded path, its
+//     first segment folded as S7 folds segments — is 403 reach-settings (R1), and / is the
+//     device's index of consoles.
 //
 // Only a paired device's request for a console path is forwarded; every other answer is the
 // door's own, and one to a request with a body closes its connection without reading the body
@@ -141,7 +149,7 @@ func Open(ctx context.Context, cfg Config) (*Door, error) {
 		Consoles: cfg.Consoles,
 		Token:    cfg.Token,
 		Pages:    http.HandlerFunc(d.servePairedPage),
-		Refused:  d.refused,
+		Site:     crossSite, // R6b, in S12's place
 	}
 
 	auth, err := ca.Open(ctx, cfg.TLSDir, d.listen.Addr(), ca.Options{Logger: cfg.Log})
@@ -203,43 +211,55 @@ func (d *Door) Close() error {
 }
 
 // Failure counts a failure of r's source (R6): the pairing page reports a wrong code or
-// password with it. Call it once per failed request.
-func (d *Door) Failure(r *http.Request) { d.limiter.Failure(PeerAddr(r)) }
+// password with it. Call it once per failed request. A request with a valid device credential
+// fails nothing: a paired device guesses nothing (R6).
+func (d *Door) Failure(r *http.Request) {
+	if _, ok := deviceFrom(r); ok {
+		return
+	}
+	d.limiter.Failure(PeerAddr(r))
+}
 
 // ServeHTTP judges r in the order documented on Door.
 func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r = d.ownAnswer(w, r) // S9: given up after AnswerTimeout, unless notMine forwards r
 	src := PeerAddr(r)
+	mark := d.streams.mark()           // before authenticating: a revocation told after it refuses r
+	dev, sent, ok := d.authenticate(r) // R6: a valid credential is never held back, and fails nothing
+	if sent && !ok {
+		w.Header().Add("Set-Cookie", pairing.ClearCookie) // R10: the browser stops sending it
+	}
 	if ref := d.admitHost(r); ref != nil { // R5
 		defer proxy.AnswerItself(w, r)()
-		if ok, _ := d.limiter.Allow(src, false); ok {
+		if allowed, _ := d.limiter.Allow(src); allowed && !ok {
 			d.limiter.Failure(src) // a source already held back adds nothing
 		}
 		proxy.WriteRefusal(w, r, d.log, ref, "door", "reach")
 		return
 	}
-	mark := d.streams.mark() // before authenticating: a revocation told after it refuses r
-	dev, sent, ok := d.authenticate(r)
-	if sent && !ok {
-		w.Header().Add("Set-Cookie", pairing.ClearCookie) // R10: the browser stops sending it
+	anyone := d.servesAnyone(r)
+	if !ok || anyone { // R6b here; a device's other requests meet it in proxy.Door, after S3 and S7
+		if ref := crossSite(r); ref != nil {
+			defer proxy.AnswerItself(w, r)()
+			proxy.WriteRefusal(w, r, d.log, ref, "door", "reach")
+			return
+		}
 	}
-	admit := d.limiter.Admit // R6, before any password work
-	if r.Method == http.MethodPost && r.URL.Path == PairPath {
-		admit = d.limiter.AdmitGuess // a pairing guess holds its place, a device's too
-	}
-	allowed, wait, end := admit(src, ok)
-	if !allowed || !forwards(r, ok) {
+	if !forwards(r, ok) {
 		defer proxy.AnswerItself(w, r)()
 	}
-	if !allowed {
-		w.Header().Set("Retry-After", strconv.FormatInt(int64(wait/time.Second), 10))
-		proxy.WriteRefusal(w, r, d.log, proxy.Refuse(http.StatusTooManyRequests, "rate-limited",
-			"too many failures from this address; try again later"), "door", "reach")
-		return
+	if !ok {
+		allowed, wait, end := d.limiter.Admit(src) // R6, before any password work
+		if !allowed {
+			w.Header().Set("Retry-After", strconv.FormatInt(int64(wait/time.Second), 10))
+			proxy.WriteRefusal(w, r, d.log, proxy.Refuse(http.StatusTooManyRequests, "rate-limited",
+				"too many failures from this address; try again later"), "door", "reach")
+			return
+		}
+		defer end()
 	}
-	defer end()
 	if sent && !ok {
-		counted := !d.servesAnyone(r) // R10: a failure only where a credential is needed
+		counted := !anyone // R10: a failure only where a credential is needed
 		if counted {
 			d.limiter.Failure(src)
 		}
@@ -265,12 +285,4 @@ func (d *Door) servesAnyone(r *http.Request) bool {
 // is where the door hands r on to be forwarded).
 func forwards(r *http.Request, device bool) bool {
 	return device && proxy.IsConsolePath(r.RequestURI)
-}
-
-// refused is proxy.Door's Refused: the refusals R6 counts as failures.
-func (d *Door) refused(r *http.Request, ref *proxy.Refusal) {
-	switch ref.Reason {
-	case "host", "assertion-sent", "bad-path", "cross-origin": // R5, S3, S7, S12
-		d.limiter.Failure(PeerAddr(r))
-	}
 }

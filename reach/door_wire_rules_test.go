@@ -127,3 +127,8 @@ type peerConn struct {
 }
 
 func (c *peerConn) RemoteAddr() net.Addr { return c.remote }
+
+// Stranger is a request without the device's cookie.
+func (w wireDoor) Stranger(method, target string, extra ...string) string {
+	return w.d.req(method, target, extra...)
+}

@@ -12,9 +12,9 @@ const (
 	Window       = 10 * time.Minute // how long a failure counts
 	SourceLimit  = 10               // failures from one source within Window that close it
 	OverallLimit = 50               // failures from all sources within Window that close the door to strangers
-	// MaxSources bounds how many sources the Limiter remembers. Through Allow, strangers can record
-	// at most OverallLimit failures per Window, so only paired devices' own sources could ever come
-	// near it; it is a backstop, not a limit anyone meets in use.
+	// MaxSources bounds how many sources the Limiter remembers. Through Allow and Admit, callers
+	// record at most OverallLimit failures per Window (a paired device records none), so it is a
+	// backstop, not a limit anyone meets in use.
 	MaxSources = 10_000
 )
 
@@ -33,12 +33,11 @@ const (
 //   - retryAfter is the time until the oldest of the counting failures stops counting — the moment
 //     the window lets the next request through — rounded up to whole seconds, at least one second.
 //     Ten failures at t0 and a request at t0+3m: Retry-After is 420 seconds.
-//   - A request with a valid device credential (device true) is held back only by its own source's
-//     count, never by the overall one, so strangers cannot lock every paired phone out. Its
-//     failures still count for its source and overall.
-//   - A stranger's request in flight holds the place of one failure until it ends (Admit), and so
-//     does a guess at a secret from anyone, a device included (AdmitGuess): parallel requests get
-//     no more judged than sequential ones would.
+//   - A request with a valid device credential is never asked about: the door lets it through
+//     whatever either count says and records no failure for it (R6), so neither strangers
+//     sharing its source nor strangers anywhere can lock a paired phone out.
+//   - A request in flight holds the place of one failure until it ends (Admit): parallel
+//     requests get no more judged than sequential ones would.
 //   - A refused request is not a failure: the caller records nothing for a 429.
 //
 // The source must be the TCP peer of the connection (PeerAddr of the request), never an address
@@ -50,9 +49,9 @@ const (
 // 2.5 MB in all). When the table is full, the source whose last failure is oldest is forgotten
 // first. A flood from many distinct sources therefore cannot grow memory past that bound; what it
 // can do is fill the overall count, which then refuses every stranger — a pairing attempt
-// included — until its failures stop counting, while paired devices are still let in. Forgetting a
-// source early needs MaxSources sources to fail within one Window, which strangers cannot do
-// through Allow.
+// included — until its failures stop counting, while paired devices are still let in (they are
+// never asked about). Forgetting a source early needs MaxSources sources to fail within one
+// Window, which strangers cannot do through Allow.
 //
 // Why not golang.org/x/time/rate (the design's first choice): a token bucket cannot say "ten
 // within ten minutes". With burst 10, any refill rate lets more than ten failures through within
@@ -70,8 +69,8 @@ type Limiter struct {
 	mu      sync.Mutex
 	overall ring[[OverallLimit]time.Duration]
 	sources map[sourceKey]*source
-	// pending counts the strangers' requests in flight (Admit), by source and overall: each may
-	// yet fail, so each holds the place of one failure until it ends.
+	// pending counts the requests in flight (Admit), by source and overall: each may yet fail,
+	// so each holds the place of one failure until it ends.
 	pending        map[sourceKey]int
 	overallPending int
 	// oldest and newest are the ends of a list of the sources ordered by their last failure, oldest
@@ -89,9 +88,8 @@ func NewLimiter(clock func() time.Time) *Limiter {
 
 // Allow reports whether a request from src may be judged, before any password work is done for
 // it. When it may not, retryAfter is the time to wait, in whole seconds (at least one): the door
-// answers 429 with that Retry-After. device is true only for a request carrying a valid device
-// credential.
-func (l *Limiter) Allow(src netip.Addr, device bool) (ok bool, retryAfter time.Duration) {
+// answers 429 with that Retry-After.
+func (l *Limiter) Allow(src netip.Addr) (ok bool, retryAfter time.Duration) {
 	if !src.IsValid() {
 		return false, Window
 	}
@@ -103,44 +101,19 @@ func (l *Limiter) Allow(src netip.Addr, device bool) (ok bool, retryAfter time.D
 	if s := l.sources[keyOf(src)]; s != nil {
 		wait = s.times.wait(now)
 	}
-	if !device {
-		wait = max(wait, l.overall.wait(now))
-	}
+	wait = max(wait, l.overall.wait(now))
 	if wait <= 0 {
 		return true, 0
 	}
 	return false, roundUp(wait)
 }
 
-// Admit is Allow for a request that is about to be judged and may fail. A request without a
-// valid device credential that it lets through counts as one failure of its source and overall
-// until end is called (once, when the request is done): N requests in flight at once from one
-// source therefore get no more than SourceLimit judged between them, where Allow alone would let
-// all N through before the first of them had failed. end is nil when ok is false. A device's
-// request is not held: its long-lived streams must not fill its own source's count. A guess at a
-// secret is held whoever sends it: see AdmitGuess.
-func (l *Limiter) Admit(src netip.Addr, device bool) (ok bool, retryAfter time.Duration, end func()) {
-	return l.admit(src, device, !device)
-}
-
-// AdmitGuess is Admit for a request that guesses a secret — the pairing POST — from whoever sends
-// it: it holds the place of one failure of its source and overall until end, a device's request
-// too, so that the holder of a device's cookie gets no more guesses judged at once than a
-// stranger does (SourceLimit). A device's guess is still held back only by its own source's
-// count, failures and requests in flight, never by the overall one (SPEC R6).
-func (l *Limiter) AdmitGuess(src netip.Addr, device bool) (ok bool, retryAfter time.Duration, end func()) {
-	return l.admit(src, device, true)
-}
-
-// admit is Admit and AdmitGuess: hold says whether the request holds a failure's place.
-func (l *Limiter) admit(src netip.Addr, device, hold bool) (ok bool, retryAfter time.Duration, end func()) {
-	if !hold {
-		ok, retryAfter = l.Allow(src, device)
-		if !ok {
-			return false, retryAfter, nil
-		}
-		return true, 0, func() {}
-	}
+// Admit is Allow for a request that is about to be judged and may fail. A request it lets
+// through counts as one failure of its source and overall until end is called (once, when the
+// request is done): N requests in flight at once from one source therefore get no more than
+// SourceLimit judged between them, where Allow alone would let all N through before the first of
+// them had failed. end is nil when ok is false.
+func (l *Limiter) Admit(src netip.Addr) (ok bool, retryAfter time.Duration, end func()) {
 	if !src.IsValid() {
 		return false, Window, nil
 	}
@@ -153,10 +126,7 @@ func (l *Limiter) admit(src netip.Addr, device, hold bool) (ok bool, retryAfter 
 	if s := l.sources[k]; s != nil {
 		times = &s.times
 	}
-	wait := times.waitExtra(now, l.pending[k])
-	if !device {
-		wait = max(wait, l.overall.waitExtra(now, l.overallPending))
-	}
+	wait := max(times.waitExtra(now, l.pending[k]), l.overall.waitExtra(now, l.overallPending))
 	if wait > 0 {
 		return false, roundUp(wait), nil
 	}

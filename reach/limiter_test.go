@@ -43,25 +43,25 @@ var (
 func fail(t *testing.T, l *Limiter, src netip.Addr, n int) {
 	t.Helper()
 	for i := 0; i < n; i++ {
-		if ok, ra := l.Allow(src, false); !ok {
+		if ok, ra := l.Allow(src); !ok {
 			t.Fatalf("failure %d from %v refused (Retry-After %v)", i+1, src, ra)
 		}
 		l.Failure(src)
 	}
 }
 
-func wantRefused(t *testing.T, l *Limiter, src netip.Addr, device bool, retry time.Duration) {
+func wantRefused(t *testing.T, l *Limiter, src netip.Addr, retry time.Duration) {
 	t.Helper()
-	ok, ra := l.Allow(src, device)
+	ok, ra := l.Allow(src)
 	if ok || ra != retry {
-		t.Fatalf("Allow(%v, device %v) = %v, %v; want refused with Retry-After %v", src, device, ok, ra, retry)
+		t.Fatalf("Allow(%v) = %v, %v; want refused with Retry-After %v", src, ok, ra, retry)
 	}
 }
 
-func wantAllowed(t *testing.T, l *Limiter, src netip.Addr, device bool) {
+func wantAllowed(t *testing.T, l *Limiter, src netip.Addr) {
 	t.Helper()
-	if ok, ra := l.Allow(src, device); !ok {
-		t.Fatalf("Allow(%v, device %v) refused with Retry-After %v", src, device, ra)
+	if ok, ra := l.Allow(src); !ok {
+		t.Fatalf("Allow(%v) refused with Retry-After %v", src, ra)
 	}
 }
 
@@ -72,18 +72,18 @@ func TestLimiterTenthEleventh_R6(t *testing.T) {
 	c := newFakeClock()
 	l := NewLimiter(c.Now)
 	fail(t, l, stranger, 9)
-	wantAllowed(t, l, stranger, false) // the 10th
+	wantAllowed(t, l, stranger) // the 10th
 	l.Failure(stranger)
-	wantRefused(t, l, stranger, false, 10*time.Minute) // the 11th, at once
-	wantAllowed(t, l, other, false)
+	wantRefused(t, l, stranger, 10*time.Minute) // the 11th, at once
+	wantAllowed(t, l, other)
 	c.Advance(3 * time.Minute)
-	wantRefused(t, l, stranger, false, 420*time.Second)
+	wantRefused(t, l, stranger, 420*time.Second)
 	c.Advance(500 * time.Millisecond)
-	wantRefused(t, l, stranger, false, 420*time.Second) // 419.5 s rounds up
+	wantRefused(t, l, stranger, 420*time.Second) // 419.5 s rounds up
 	c.Advance(419*time.Second + 499*time.Millisecond)
-	wantRefused(t, l, stranger, false, time.Second) // 1 ms left: never Retry-After 0
+	wantRefused(t, l, stranger, time.Second) // 1 ms left: never Retry-After 0
 	c.Advance(time.Millisecond)
-	wantAllowed(t, l, stranger, false) // exactly ten minutes after the first: it no longer counts
+	wantAllowed(t, l, stranger) // exactly ten minutes after the first: it no longer counts
 }
 
 // TestLimiterSlidingWindow_R6: the window slides: failures spread over time let the next one
@@ -97,12 +97,12 @@ func TestLimiterSlidingWindow_R6(t *testing.T) {
 		c.Advance(time.Minute)
 	}
 	// now t0+10m: the t0 failure stopped counting, nine still do.
-	wantAllowed(t, l, stranger, false)
+	wantAllowed(t, l, stranger)
 	l.Failure(stranger)
 	// ten again (1m..10m): the next waits until the 1m one stops counting, at 11m.
-	wantRefused(t, l, stranger, false, time.Minute)
+	wantRefused(t, l, stranger, time.Minute)
 	c.Advance(time.Minute)
-	wantAllowed(t, l, stranger, false)
+	wantAllowed(t, l, stranger)
 }
 
 // TestLimiterExpiry_R6: once ten minutes pass the source is let through again, and is forgotten.
@@ -110,19 +110,19 @@ func TestLimiterExpiry_R6(t *testing.T) {
 	c := newFakeClock()
 	l := NewLimiter(c.Now)
 	fail(t, l, stranger, SourceLimit)
-	wantRefused(t, l, stranger, false, Window)
+	wantRefused(t, l, stranger, Window)
 	c.Advance(Window)
-	wantAllowed(t, l, stranger, false)
+	wantAllowed(t, l, stranger)
 	if n := len(l.sources); n != 0 {
 		t.Fatalf("%d sources remembered after their window", n)
 	}
 	fail(t, l, stranger, SourceLimit) // a fresh ten
-	wantRefused(t, l, stranger, false, Window)
+	wantRefused(t, l, stranger, Window)
 }
 
 // TestLimiterOverall_R6: fifty failures across sources close the door to strangers — a 51st,
-// fresh source is refused — but not to a device from a fresh source, and a device is still held
-// back by its own source's count.
+// fresh source is refused — until the first of them stops counting. (A paired device is never
+// asked: the door lets it through, R6.)
 func TestLimiterOverall_R6(t *testing.T) {
 	c := newFakeClock()
 	l := NewLimiter(c.Now)
@@ -131,19 +131,9 @@ func TestLimiterOverall_R6(t *testing.T) {
 		c.Advance(time.Second)
 	}
 	fresh := netip.MustParseAddr("172.16.9.9")
-	wantRefused(t, l, fresh, false, Window-50*time.Second) // now is t0+50s: until the first of the fifty stops counting
-	wantAllowed(t, l, fresh, true)
-
-	// A device whose own source has ten failures waits like anyone from there.
-	phone := netip.MustParseAddr("172.16.7.7")
-	for i := 0; i < SourceLimit; i++ {
-		wantAllowed(t, l, phone, true)
-		l.Failure(phone)
-	}
-	wantRefused(t, l, phone, true, Window)
+	wantRefused(t, l, fresh, Window-50*time.Second) // now is t0+50s: until the first of the fifty stops counting
 	c.Advance(Window)
-	wantAllowed(t, l, phone, true)
-	wantAllowed(t, l, fresh, false)
+	wantAllowed(t, l, fresh)
 }
 
 // TestLimiterSourceKey_R6: IPv6 sources are counted by /64, IPv4-mapped IPv6 as its IPv4 address,
@@ -167,7 +157,7 @@ func TestLimiterSourceKey_R6(t *testing.T) {
 			c := newFakeClock()
 			l := NewLimiter(c.Now)
 			fail(t, l, netip.MustParseAddr(row.fail), SourceLimit)
-			ok, _ := l.Allow(netip.MustParseAddr(row.ask), false)
+			ok, _ := l.Allow(netip.MustParseAddr(row.ask))
 			if ok == row.shareACount {
 				t.Fatalf("%s after ten failures from %s: allowed %v", row.ask, row.fail, ok)
 			}
@@ -178,8 +168,7 @@ func TestLimiterSourceKey_R6(t *testing.T) {
 // TestLimiterInvalidAddr_R6: an address that is not one (which no TCP peer is) is refused.
 func TestLimiterInvalidAddr_R6(t *testing.T) {
 	l := NewLimiter(nil)
-	wantRefused(t, l, netip.Addr{}, false, Window)
-	wantRefused(t, l, netip.Addr{}, true, Window)
+	wantRefused(t, l, netip.Addr{}, Window)
 	l.Failure(netip.Addr{}) // counts overall only; must not panic
 	if len(l.sources) != 0 {
 		t.Fatal("an invalid address was remembered")
@@ -194,7 +183,7 @@ func TestLimiterPeerNotHeader_R6(t *testing.T) {
 	l := NewLimiter(c.Now)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		src := PeerAddr(r)
-		if ok, ra := l.Allow(src, false); !ok {
+		if ok, ra := l.Allow(src); !ok {
 			w.Header().Set("Retry-After", strconv.Itoa(int(ra/time.Second)))
 			w.WriteHeader(http.StatusTooManyRequests)
 			return
@@ -250,7 +239,7 @@ func checkList(t *testing.T, l *Limiter) {
 
 // TestLimiterMemory_R6: a flood of 100,000 distinct sources keeps at most MaxSources in memory —
 // under 4 MiB of heap — when every one fails; through Allow, strangers get no further than
-// OverallLimit, and a device from a fresh source still gets in.
+// OverallLimit.
 func TestLimiterMemory_R6(t *testing.T) {
 	const flood = 100_000
 	src := func(i int) netip.Addr {
@@ -293,7 +282,7 @@ func TestLimiterMemory_R6(t *testing.T) {
 			t.Error("the oldest source was kept")
 		}
 		c.Advance(Window)
-		wantAllowed(t, l, src(1), false)
+		wantAllowed(t, l, src(1))
 		if n := len(l.sources); n != 0 {
 			t.Errorf("%d sources remembered after the window", n)
 		}
@@ -305,7 +294,7 @@ func TestLimiterMemory_R6(t *testing.T) {
 		l := NewLimiter(c.Now)
 		refused := 0
 		for i := 0; i < flood; i++ {
-			if ok, _ := l.Allow(src(i), false); !ok {
+			if ok, _ := l.Allow(src(i)); !ok {
 				refused++
 				continue
 			}
@@ -314,8 +303,7 @@ func TestLimiterMemory_R6(t *testing.T) {
 		if refused != flood-OverallLimit || len(l.sources) != OverallLimit {
 			t.Fatalf("%d refused, %d remembered; want %d and %d", refused, len(l.sources), flood-OverallLimit, OverallLimit)
 		}
-		wantAllowed(t, l, netip.MustParseAddr("192.168.1.77"), true)
-		wantRefused(t, l, netip.MustParseAddr("192.168.1.77"), false, Window)
+		wantRefused(t, l, netip.MustParseAddr("192.168.1.77"), Window)
 	})
 }
 
@@ -331,7 +319,7 @@ func TestLimiterConcurrent_R6(t *testing.T) {
 			defer wg.Done()
 			for i := 0; i < 500; i++ {
 				src := netip.AddrFrom4([4]byte{10, byte(g), byte(i % 20), 1})
-				l.Allow(src, i%3 == 0)
+				l.Allow(src)
 				l.Failure(src)
 				if i%100 == 0 {
 					c.Advance(time.Second)
@@ -346,7 +334,7 @@ func TestLimiterConcurrent_R6(t *testing.T) {
 	}
 	for g := 0; g < 8; g++ {
 		src := netip.AddrFrom4([4]byte{10, byte(g), 0, 1})
-		if ok, _ := l.Allow(src, true); ok {
+		if ok, _ := l.Allow(src); ok {
 			t.Fatalf("%v failed 25 times and is allowed", src)
 		}
 	}
@@ -365,7 +353,7 @@ func BenchmarkAllowFailure(b *testing.B) {
 	i := 0
 	for b.Loop() {
 		src := srcs[i%len(srcs)]
-		l.Allow(src, true)
+		l.Allow(src)
 		l.Failure(src)
 		i++
 	}

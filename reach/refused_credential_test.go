@@ -89,9 +89,9 @@ func refusedCredentials(t *testing.T, d *testDoor) []struct{ name, cookie string
 
 // TestRefusedCredentialClearedNotCounted_R10: a phone whose credential the door refuses reloads
 // the pairing page, its assets and /ca.crt 24 times: every answer clears the cookie in the same
-// answer, none is counted as a failure, and none is 429. The door counted each request that
-// carried the cookie — the redirect's target and each asset too — so one or two loads of the
-// pairing page closed its source for ten minutes, and a revoked phone could not pair again.
+// answer, none is counted as a failure, and none is 429. Counting each request that carried the
+// cookie — the redirect's target and each asset too — would close the phone's source within two
+// loads of the pairing page, for ten minutes, and a revoked phone could not pair again.
 func TestRefusedCredentialClearedNotCounted_R10(t *testing.T) {
 	d := startPairingDoor(t)
 	for _, cred := range refusedCredentials(t, d) {

@@ -16,9 +16,9 @@ import (
 // TestBrowserPairsAgainAfterRevocation_R10: a phone is paired, revoked, reloads its page and
 // the pairing page a dozen times, and pairs again at once with a fresh code. The door clears the
 // refused credential in the answer that refuses it, so the browser stops sending it, and the
-// pairing page, its assets and /ca.crt never count a refused credential: no load is 429. The
-// door counted the revoked cookie on the redirect and on every asset of the pairing page, so a
-// revoked phone was 429 within two loads and could not pair again for ten minutes. The browser
+// pairing page, its assets and /ca.crt never count a refused credential: no load is 429. Were
+// the revoked cookie counted on the redirect and on every asset of the pairing page, a revoked
+// phone would be 429 within two loads and could not pair again for ten minutes. The browser
 // trusts the door once (its leaf's key pinned at start) and meets no certificate error after.
 func TestBrowserPairsAgainAfterRevocation_R10(t *testing.T) {
 	root, cancel := context.WithTimeout(context.Background(), testBudget)

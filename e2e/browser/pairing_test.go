@@ -240,6 +240,7 @@ type pairingFleet struct {
 	leafSPKI        string // base64 SHA-256 of the door's leaf's SubjectPublicKeyInfo
 	console         *recorder
 	cookieForwarded atomic.Bool // the console received the device's credential cookie
+	logs            *syncBuffer // the supervisor's log
 }
 
 // startPairingFleet builds what `fleet demo` runs: a state folder whose machine profile opens the
@@ -266,6 +267,7 @@ func startPairingFleet(t *testing.T) *pairingFleet {
 		t.Fatal(err)
 	}
 	logs := &syncBuffer{}
+	f.logs = logs
 	door := supervisortest.Start(t, supervisor.Config{
 		StateHome:     home,
 		LocalAPI:      serveFakeLocalAPI(t),

@@ -54,6 +54,9 @@ type LimitedDoor interface {
 	DialSNI(t *testing.T, serverName string) net.Conn
 	// Forget lets every failure counted so far age out (its clock moved past the window).
 	Forget()
+	// Stranger is a raw request as Request writes it, from a caller with no credential: only a
+	// stranger's failures count, and only a stranger is held back (R6).
+	Stranger(method, target string, extra ...string) string
 }
 
 // A ForwardableDoor's TCP port can be reached through tailscaled's own forwards (S5e).

@@ -356,11 +356,11 @@ func manyHeaders(n int) []string {
 
 const evasionClass = "rate-limit evasion: a caller picks the key it is counted under (CWE-307, CWE-348)"
 
-// fail sends one failure (a Host the door refuses) from src with extra header lines and returns
-// the answer.
+// fail sends one failure (a stranger's request with a Host the door refuses) from src with extra
+// header lines and returns the answer.
 func fail(t *testing.T, l LimitedDoor, src netip.Addr, extra ...string) Answer {
 	t.Helper()
-	return from(t, l, src, withHost(l.Request("GET", c+"/x", extra...), "evil.example"))
+	return from(t, l, src, withHost(l.Stranger("GET", c+"/x", extra...), "evil.example"))
 }
 
 // from sends req from src (the door's own peer when src is not valid) and returns its answer.
@@ -395,7 +395,7 @@ func limitRow(name string, srcs func(i int) netip.Addr, next netip.Addr, extra f
 			}
 		}
 		// The next request is an honest one (a bad Host is judged before the limit, R5 then R6).
-		if a := from(t, l, next, l.Request("GET", c+"/x", extra(sourceLimit)...)); a != (Answer{limitStatus, "rate-limited"}) {
+		if a := from(t, l, next, l.Stranger("GET", c+"/x", extra(sourceLimit)...)); a != (Answer{limitStatus, "rate-limited"}) {
 			t.Errorf("after %d failures: %v, want %d rate-limited", sourceLimit, a, limitStatus)
 		}
 		wantSeen(t, d, n)
@@ -425,11 +425,27 @@ func limitRows() []WireRow {
 			}
 			n := len(d.Paths())
 			for _, other := range []string{"127.0.0.4", "2001:db8:5:7::1", "::ffff:127.0.0.5"} {
-				if a := from(t, l, netip.MustParseAddr(other), l.Request("GET", c+"/x")); a != ok {
-					t.Errorf("from %s after another source's %d failures: %v, want %v", other, sourceLimit, a, ok)
+				if a := from(t, l, netip.MustParseAddr(other), l.Stranger("GET", c+"/x")); a.Status == limitStatus {
+					t.Errorf("a stranger from %s after another source's %d failures: %v, want not held back", other, sourceLimit, a)
 				}
 			}
-			wantSeen(t, d, n, "/x", "/x", "/x")
+			wantSeen(t, d, n)
+		}},
+		{Name: "R6 a paired device is not held back by the strangers of its source", Class: evasionClass, Door: Reach, Run: func(t *testing.T, d WireDoor) {
+			// A household's /64: strangers beside the phone fail, the phone is still served.
+			l := mustLimited(t, d)
+			src := netip.MustParseAddr("2001:db8:5:8::1")
+			for i := 0; i < 5*sourceLimit; i++ {
+				fail(t, l, netip.MustParseAddr(fmt.Sprintf("2001:db8:5:8::%x", i+2)), nil...)
+			}
+			if a := from(t, l, src, l.Stranger("GET", c+"/x")); a != (Answer{limitStatus, "rate-limited"}) {
+				t.Fatalf("a stranger of that /64: %v, want %d rate-limited", a, limitStatus)
+			}
+			n := len(d.Paths())
+			if a := from(t, l, src, l.Request("GET", c+"/x")); a != ok {
+				t.Errorf("the paired device of that /64: %v, want %v", a, ok)
+			}
+			wantSeen(t, d, n, "/x")
 		}},
 	}
 }
