@@ -127,8 +127,8 @@ func TestPairingFailuresCount_R6(t *testing.T) {
 	}
 }
 
-// TestUnknownDeviceIsAFailure_R6: a device cookie that names no device is a failure, and the
-// request goes on as unpaired.
+// TestUnknownDeviceIsAFailure_R6: a device cookie that names no device is a failure on a
+// console path (R10), and the request goes on as unpaired.
 func TestUnknownDeviceIsAFailure_R6(t *testing.T) {
 	d := startTestDoor(t)
 	bogus := "Cookie: " + pairing.CookieName + "=" + strings.Repeat("A", 43)
