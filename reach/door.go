@@ -89,8 +89,9 @@ type Config struct {
 //  3. R6: a stranger's source the Limiter holds back is 429 rate-limited with an exact
 //     Retry-After. A stranger's request holds the place of one failure while it is judged
 //     (Limiter.Admit), so parallel guesses get no more past the limiter than one at a time
-//     would. A refused credential is a failure only on a request that needs one: anything but
-//     the routes of step 4, which any caller gets (R7, R10);
+//     would. A refused credential is a failure only on a request that needs one, a console
+//     path (R10): never on the routes of step 4, which any caller gets (R7), nor on the root or
+//     another path that an unpaired caller is sent on from;
 //  4. the door's own routes: GET /ca.crt (the root), /pair and /pair/… (Config.Pairing), whose
 //     wrong code or password is a stranger's failure (Door.Failure);
 //  5. R7: an unpaired caller is sent (303) to /pair for everything else;
@@ -259,7 +260,7 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer end()
 	}
 	if sent && !ok {
-		counted := !anyone // R10: a failure only where a credential is needed
+		counted := proxy.IsConsolePath(r.RequestURI) // R10: a failure only where one is needed
 		if counted {
 			d.limiter.Failure(src)
 		}

@@ -103,8 +103,9 @@ func refusedCredentials(t *testing.T, d *testDoor) []struct{ name, cookie string
 	}
 }
 
-// TestRefusedCredentialClearedNotCounted_R10: a phone whose credential the door refuses reloads
-// the pairing page, its assets and /ca.crt 24 times: every answer clears the cookie in the same
+// TestRefusedCredentialClearedNotCounted_R10: a phone whose credential the door refuses opens the
+// door's root (redirected to the pairing page) and reloads the pairing page, its assets and
+// /ca.crt 24 times: every answer clears the cookie in the same
 // answer, none is counted as a failure, and none is 429. Counting each request that carried the
 // cookie — the redirect's target and each asset too — would close the phone's source within two
 // loads of the pairing page, for ten minutes, and a revoked phone could not pair again.
@@ -117,6 +118,7 @@ func TestRefusedCredentialClearedNotCounted_R10(t *testing.T) {
 				method, target string
 				status         int
 			}{
+				{"GET", "/", http.StatusSeeOther},
 				{"GET", "/pair", 200},
 				{"GET", pairing.AssetsPrefix + "pair.css", 200},
 				{"GET", pairing.AssetsPrefix + "pair.js", 200},
@@ -135,7 +137,7 @@ func TestRefusedCredentialClearedNotCounted_R10(t *testing.T) {
 				}
 			}
 			if n := d.failures("127.0.0.1"); n != 0 {
-				t.Errorf("%d failures counted for the pairing page, its assets and /ca.crt, want none", n)
+				t.Errorf("%d failures counted for the root, the pairing page, its assets and /ca.crt, want none", n)
 			}
 			if n, _ := d.alpha.received(); n != 0 {
 				t.Errorf("the console saw %d requests", n)
