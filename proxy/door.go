@@ -1,9 +1,11 @@
 package proxy
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"sync/atomic"
 
 	"github.com/phase-console/fleet/contract"
 )
@@ -105,7 +107,7 @@ type TokenSource interface {
 //
 // and only then is r forwarded by the Hop, to the path judged, as the verified caller.
 func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	v, ok := takePrejudged(r) // judged already by the door's fast loop (ConnServer)
+	v, ok := d.takeJudged(r) // judged already by a connection loop in front (Judged.Context)
 	if !ok {
 		v = d.judge(r)
 	}
@@ -134,8 +136,78 @@ type verdict struct {
 	target   Target
 }
 
+// Judge is ServeHTTP's judgement of r — the same code, in the same order — writing nothing and
+// forwarding nothing: for a door's own connection loop in front of net/http (package
+// proxy/fastloop), which must judge no request itself. What it may do with the verdict:
+//
+//   - when Target reports one, forward r to it (and only to it) with the Hop's own means:
+//     Judged.WriteAssertion, Hop.Dial, Hop.AnswerFailed;
+//   - otherwise (a refusal, a redirect, a page of the door's own, a Target the Hop would
+//     refuse) leave r to ServeHTTP, with the verdict in its context (Judged.Context), so that
+//     it is answered (and logged) exactly once, as ServeHTTP answers it.
+//
+// The verdict is made into j (what j held before is overwritten), so that a connection loop keeps
+// it where its exchange uses it, without a copy of it for each request.
+func (d *Door) Judge(r *http.Request, j *Judged) {
+	j.door, j.method, j.uri = d, r.Method, r.RequestURI
+	j.v = d.judge(r)
+	v := &j.v
+	j.forward = v.refusal == nil && v.redirect == "" && !v.page && v.target.complete()
+}
+
+// A Judged is a Door's verdict on one request (Door.Judge). It is opaque: what it allows is read
+// with Target, and it is handed back to the Door with Context. The zero Judged forwards nothing
+// and is taken by no Door.
+type Judged struct {
+	door        *Door
+	method, uri string // the request judged, for takeJudged to be sure it is the one served
+	v           verdict
+	forward     bool // v is a Target that Hop.Forward would forward (checked once, in Judge)
+}
+
+// Target returns where the request judged is to be forwarded, and true, when the verdict is to
+// forward it and the Target is one the Hop forwards (every value it asserts present and a plain
+// header value as it stands: Hop.Forward refuses any other). Otherwise it returns false: the
+// request is the Door's to answer (ServeHTTP, with Context).
+func (j *Judged) Target() (Target, bool) {
+	if !j.forward {
+		return Target{}, false
+	}
+	return j.v.target, true
+}
+
+// Context returns parent carrying j, so that the Door's ServeHTTP answers the request judged
+// with this verdict instead of judging it again. ServeHTTP takes it at most once, only on the
+// Door that made it, and only for a request with the method and request-target judged: it is
+// for a connection handed to net/http whose next request is the one judged, its bytes as they
+// were read.
+func (j *Judged) Context(parent context.Context) context.Context {
+	if j.door == nil {
+		return parent
+	}
+	return context.WithValue(parent, judgedKey{}, &prejudged{Judged: *j})
+}
+
+// prejudged is a Judged in a connection's context (Judged.Context), taken once.
+type prejudged struct {
+	Judged
+	taken atomic.Bool
+}
+
+type judgedKey struct{}
+
+// takeJudged returns the verdict on r that Judged.Context put in r's context: only one d made,
+// only for the same request, and only once.
+func (d *Door) takeJudged(r *http.Request) (verdict, bool) {
+	p, _ := r.Context().Value(judgedKey{}).(*prejudged)
+	if p == nil || p.door != d || p.method != r.Method || p.uri != r.RequestURI || !p.taken.CompareAndSwap(false, true) {
+		return verdict{}, false
+	}
+	return p.v, true
+}
+
 // judge is ServeHTTP's judgement, in the order its comment gives, without writing anything: so
-// that a door's own connection loop (ConnServer) judges with exactly the same code.
+// that a door's own connection loop judges with exactly the same code (Judge).
 func (d *Door) judge(r *http.Request) verdict {
 	if d.Hop == nil || d.Log == nil || d.Host == nil || d.Callers == nil || d.Consoles == nil || d.Token == nil {
 		return verdict{refusal: Refuse(http.StatusInternalServerError, "internal", "the door is not fully set up")}
@@ -241,7 +313,7 @@ func (d *Door) judgeConsole(r *http.Request, route Route) verdict {
 // byte for byte: no control byte at all (a tab included) and no space at either end (every
 // parser trims those). That is narrower than RFC 9110's field value (which allows a tab inside),
 // so it only refuses more; nothing fleet asserts holds a tab. The empty value is one. It is on
-// every request's path (the login in judgeConsole, every hop value in writeConsoleHead).
+// every request's path (the login in judgeConsole, every hop value in Target.complete).
 func plainValue(v string) bool {
 	return v == "" || v[0] != ' ' && v[len(v)-1] != ' ' && noByteBelow(v, ' ')
 }

@@ -110,7 +110,6 @@ type testDoor struct {
 	alpha *echoConsole
 	logs  *testlog.Buffer
 	token string
-	cs    *ConnServer // the door's connection loop (serve)
 
 	// Set by rawMany: how many fleet.rejected lines there were before the last exchange, and
 	// how many requests it held.
@@ -141,17 +140,25 @@ func startTestDoor(t testing.TB, setup ...func(*Door)) *testDoor {
 	return d
 }
 
-// serve serves srv on a new 127.0.0.1 listener until the test ends, as the loopback door serves
-// its own: through a ConnServer (the fast loop, then srv).
+// ServeDoorConns serves the connections of ln for a test door whose net/http server is srv, as
+// the loopback door serves its own, and returns what closes them all. It is set by
+// loopback_door_test.go to the loopback door's connection loop (package proxy/fastloop: the fast
+// loop, then srv), which this package must not import, so that every rule here is proven on the
+// loop too; nil (a test binary without that file) serves with srv alone.
+var ServeDoorConns func(d *Door, srv *http.Server, ln net.Listener) (closeAll func())
+
+// serve serves srv on a new 127.0.0.1 listener until the test ends (ServeDoorConns).
 func (d *testDoor) serve(t testing.TB, srv *http.Server) string {
 	ln, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs := &ConnServer{Door: d.door, Server: srv}
-	d.cs = cs
-	go cs.Serve(ln)
-	t.Cleanup(func() { cs.Close() })
+	if ServeDoorConns == nil {
+		go srv.Serve(ln)
+		t.Cleanup(func() { srv.Close() })
+	} else {
+		t.Cleanup(ServeDoorConns(d.door, srv, ln))
+	}
 	return ln.Addr().String()
 }
 

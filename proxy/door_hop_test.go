@@ -187,10 +187,10 @@ func hintsConsole(t *testing.T) string {
 
 // TestConsoleEarlyHintsScrubbed_R9: no console sets fleet's own cookies nor speaks for the whole
 // origin (R9: ScrubConsoleAnswer) — in an informational answer either, on each of the hop's three
-// paths. The fast loop scrubs a 103's head (exchange.go, writeAnswerHead); on the net/http path —
-// any request with a body, every upgrade, and the whole direct-reach door, where fleet's cookie
-// lives — httputil.ReverseProxy passes a 103 on from its own Got1xxResponse hook, which
-// ModifyResponse never sees. Before the fix, there (and in upgradeTransport, which calls that
+// paths. The fast loop scrubs a 103's head (package proxy/fastloop, writeAnswerHead); on the
+// net/http path — any request with a body, every upgrade, and the whole direct-reach door, where
+// fleet's cookie lives — httputil.ReverseProxy passes a 103 on from its own Got1xxResponse hook,
+// which ModifyResponse never sees. Before the fix, there (and in upgradeTransport, which calls that
 // hook with the console's header as it came) the console's Set-Cookie for __Host-fleet-…,
 // Clear-Site-Data and Service-Worker-Allowed reached the caller; now the hop's Transport
 // (hintsScrubbed) and upgradeTransport scrub a 1xx's header before that hook copies it.

@@ -461,7 +461,7 @@ func switchingConsole(t *testing.T, hold time.Duration) (addr string, ended <-ch
 // on the net/http path too (a body, the direct-reach door's HTTP/2): before the fix,
 // ReverseProxy's own refusal of the switch left the connection that the Transport had handed
 // over with the 101 open until the garbage collector found it — a descriptor, and a console
-// left waiting, per such answer. (The fast loop always closed it: exchange.go.)
+// left waiting, per such answer. (The fast loop always closed it: proxy/fastloop.)
 func TestUnaskedSwitchClosesConsoleConnection_S9(t *testing.T) {
 	d := startTestDoor(t)
 	addr, ended := switchingConsole(t, 3*time.Second)

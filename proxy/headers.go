@@ -145,6 +145,27 @@ func isFleetCookie(setCookie string) bool {
 // Clear-Site-Data wipes every cookie of the origin (fleet's device credential too).
 var originWide = []string{"Service-Worker-Allowed", "Clear-Site-Data"}
 
+// isOriginWide reports whether name is one of originWide, in any case.
+func isOriginWide(name string) bool {
+	for _, o := range originWide {
+		if contract.EqualFoldASCII(name, o) {
+			return true
+		}
+	}
+	return false
+}
+
+// ScrubbedFromAnswer reports whether ScrubConsoleAnswer removes the header line "name: value"
+// (name in any case) from a console's answer (R9): one of the originWide headers, or a Set-Cookie
+// of one of fleet's own cookies. It is for a writer that passes an answer on from its lines, not
+// from a header map.
+func ScrubbedFromAnswer(name, value string) bool {
+	if contract.EqualFoldASCII(name, "Set-Cookie") {
+		return isFleetCookie(value)
+	}
+	return isOriginWide(name)
+}
+
 // ScrubConsoleAnswer removes from a console's answer h what no console may say for the whole
 // origin: fleet's own cookies (DropFleetCookies) and the originWide headers. A console's service
 // worker stays confined to its own /c/<id>/, the browser's default scope.

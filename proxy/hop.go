@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -41,10 +42,9 @@ func (t *Target) assertable() bool {
 }
 
 // complete reports whether t holds all that the hop needs (filled), each value assertable as it
-// is: a Target that does not is refused by both hops (500 internal), never sent — not
-// half-written, not cleaned up, and not taken for a console that is down. (The fast exchange
-// checks filled first and leaves assertable to writeConsoleHead, which checks it before it
-// writes a byte: once a request.)
+// is: a Target that does not is refused (500 internal), never sent — not half-written, not
+// cleaned up, and not taken for a console that is down. Forward checks it; so does Door.Judge,
+// once a request, for a connection loop's forward (Judged.Target, Judged.WriteAssertion).
 func (t *Target) complete() bool { return t.filled() && t.assertable() }
 
 // filled reports whether t has every value the hop needs.
@@ -63,7 +63,7 @@ type Hop struct {
 	AfterFunc AfterFunc
 
 	rp     *httputil.ReverseProxy
-	pool   consolePool            // the fast exchange's connections (exchange.go, pool.go)
+	dial   DialFunc               // nil: DialConsole (Dial)
 	up     *httputil.ReverseProxy // WebSocket upgrades (upgrade.go)
 	live   liveConns              // their live connections
 	log    *slog.Logger
@@ -95,7 +95,7 @@ func NewHop(log *slog.Logger, down DownMarker, dial DialFunc) *Hop {
 	if dial == nil {
 		dial = DialConsole
 	}
-	h.pool.dial = dial
+	h.dial = dial
 	transport := &http.Transport{
 		Proxy:       nil, // never an environment proxy: the console is on loopback
 		DialContext: dial,
@@ -277,7 +277,8 @@ func (h *Hop) rewrite(pr *httputil.ProxyRequest) {
 
 // assertOnto makes h, a request's headers with the hop-by-hop ones already gone, what the console
 // is sent: every identity header the caller wrote removed (S4), then the hop's own X-Forwarded-*
-// and both assertion headers (S6) set. Both hops (rewrite and the fast exchange) use it.
+// and both assertion headers (S6) set: the map path's (rewrite's). Judged.WriteAssertion writes
+// the same six lines for a connection loop that writes heads from lines.
 func assertOnto(h http.Header, t *Target) {
 	ScrubIdentity(h) // S4
 	// The door answered the caller's Expect: 100-continue itself (net/http sends the 100 when
@@ -294,6 +295,64 @@ func assertOnto(h http.Header, t *Target) {
 	h["X-Forwarded-Prefix"] = v[3:4:4]
 	h[contract.HeaderFleet] = v[4:5:5]
 	h[contract.HeaderFleetLogin] = v[5:6:6]
+}
+
+// WriteAssertion writes the hop's own header lines for the request j judged, as assertOnto sets
+// them on the map path (S6; S4 is the writer's: every caller line that IsIdentityName names is
+// left out): X-Forwarded-For, -Host, -Proto and -Prefix, then both assertion headers, each
+// "Name: value\r\n" with the value exactly as verified — never cleaned up. Unless j forwards
+// (Judged.Target), it writes nothing and returns ErrUnwritable.
+func (j *Judged) WriteAssertion(w *bufio.Writer) error {
+	if !j.forward {
+		return ErrUnwritable
+	}
+	t := &j.v.target
+	writeLine(w, "X-Forwarded-For", t.ClientIP)
+	writeLine(w, "X-Forwarded-Host", t.Host)
+	writeLine(w, "X-Forwarded-Proto", t.Proto)
+	w.WriteString("X-Forwarded-Prefix: /c/") // "/c/" + t.ConsoleID, without a string made of them
+	w.WriteString(t.ConsoleID)
+	w.WriteString("\r\n")
+	writeLine(w, contract.HeaderFleet, t.Token)
+	writeLine(w, contract.HeaderFleetLogin, t.Login)
+	return nil
+}
+
+// writeLine writes "name: value\r\n".
+func writeLine(w *bufio.Writer, name, value string) {
+	w.WriteString(name)
+	w.WriteString(": ")
+	w.WriteString(value)
+	w.WriteString("\r\n")
+}
+
+// ErrUnwritable is a console's request that a hop will not write: a value that a header or a
+// request line cannot carry as it is. Nothing of it was sent, and it is no fault of the
+// console's: Hop.AnswerFailed answers it 500 internal.
+var ErrUnwritable = errors.New("proxy: the hop made a request it cannot write")
+
+// Dial opens a connection to the console at addr with the Hop's dialer: DialConsole, the owner
+// check of the console's socket, unless NewHop was given another (tests). A connection loop's own
+// exchange dials with it, so that the fleet token goes to no process of another user's.
+func (h *Hop) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	if h.dial == nil {
+		return DialConsole(ctx, network, addr)
+	}
+	return h.dial(ctx, network, addr)
+}
+
+// AnswerFailed answers, on w, a bodiless request r that j judged for forwarding and whose forward
+// by other means than Forward (a connection loop's own exchange) failed with err, exactly as
+// Forward answers its own failures: ErrUnwritable is 500 internal; a caller gone
+// (context.Canceled) is status 499 with nothing written, for the loop to close the connection;
+// a console of another user (peercred.ErrOtherUser) is 502 console-other-user; anything else is
+// the console down: marked down (DownMarker), logged, 502 with a short page.
+func (h *Hop) AnswerFailed(w http.ResponseWriter, r *http.Request, j *Judged, err error) {
+	if errors.Is(err, ErrUnwritable) {
+		WriteRefusal(w, r, h.log, Refuse(http.StatusInternalServerError, "internal", "the hop made a request it cannot write"))
+		return
+	}
+	h.answerFailed(w, r, &forward{t: j.v.target}, err)
 }
 
 // consoleDown is the ReverseProxy's ErrorHandler: a forward that failed.

@@ -414,8 +414,10 @@ var pipeBuffers = sync.Pool{New: func() any { return new([pipeBufferSize]byte) }
 func copyConn(dst io.Writer, src net.Conn) error {
 	var rc syscall.RawConn
 	var err error
-	if h, ok := src.(*handedConn); ok {
-		if bare, ok := h.drained(); ok {
+	// A connection that a connection loop handed to net/http with bytes it had read ahead
+	// (package proxy/fastloop) gives its bare socket once none are left.
+	if h, ok := src.(interface{ Drained() (net.Conn, bool) }); ok {
+		if bare, ok := h.Drained(); ok {
 			src = bare
 		}
 	}
@@ -505,7 +507,6 @@ func (h *Hop) CloseUpgraded(match func(consoleID, login string) bool) int {
 // http.Server's.
 func (h *Hop) Close() error {
 	h.live.closeMatching(nil, true)
-	h.pool.closeAll()
 	if h.rp == nil {
 		return nil
 	}

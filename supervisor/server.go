@@ -21,6 +21,7 @@ import (
 	"github.com/phase-console/fleet/internal/state"
 	"github.com/phase-console/fleet/pairing"
 	"github.com/phase-console/fleet/proxy"
+	"github.com/phase-console/fleet/proxy/fastloop"
 	"github.com/phase-console/fleet/reach"
 	"github.com/phase-console/fleet/tailnet"
 )
@@ -80,9 +81,9 @@ type Server struct {
 	door      *proxy.Door // the judgement of every request (door.go)
 	stop      chan struct{}
 	httpSrv   *http.Server
-	conns     *proxy.ConnServer // serves httpSrv's connections: the fast loop, then net/http
-	reach     reachState        // the direct-reach door (reach.go)
-	bgOnce    sync.Once         // starts the token watch, the probes and the reach door, once
+	conns     *fastloop.ConnServer // serves httpSrv's connections: the fast loop, then net/http
+	reach     reachState           // the direct-reach door (reach.go)
+	bgOnce    sync.Once            // starts the token watch, the probes and the reach door, once
 	closeOnce sync.Once
 }
 
@@ -164,10 +165,10 @@ func (s *Server) newHTTPServer(h http.Handler) *http.Server {
 }
 
 // newConnServer serves the connections of a door whose net/http server is srv: plain page loads
-// by the fast loop, everything else by srv (proxy.ConnServer), both judging with s.door after
+// by the fast loop, everything else by srv (fastloop.ConnServer), both judging with s.door after
 // prepare.
-func (s *Server) newConnServer(srv *http.Server, prepare func(*http.Request)) *proxy.ConnServer {
-	return &proxy.ConnServer{Door: s.door, Server: srv, Prepare: prepare, ConnContext: s.tailnet.ConnContextHere}
+func (s *Server) newConnServer(srv *http.Server, prepare func(*http.Request)) *fastloop.ConnServer {
+	return &fastloop.ConnServer{Door: s.door, Server: srv, Prepare: prepare, ConnContext: s.tailnet.ConnContextHere}
 }
 
 func (s *Server) tailscaledUID() (uint32, error) {

@@ -1,4 +1,4 @@
-package proxy
+package fastloop
 
 import (
 	"bufio"
@@ -12,11 +12,21 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/phase-console/fleet/proxy"
 )
 
 // This file is the fast exchange's connections to consoles: kept per console address, most
-// recently used first, each dialled by the Hop's dialer (DialConsole: the owner check of the
-// console's socket comes with every new connection), let go after idleConnTimeout.
+// recently used first, each dialled by the Hop's dialer (Hop.Dial: proxy.DialConsole, the owner
+// check of the console's socket, comes with every new connection), let go after idleConnTimeout.
+
+// The pool keeps what the Hop's Transport keeps for the ReverseProxy hop: as many idle
+// connections to a console as requests run at once (each new one costs a dial and the owner
+// check), let go after 30 seconds idle.
+const (
+	maxIdlePerConsole = 256
+	idleConnTimeout   = 30 * time.Second
+)
 
 // An upConn is one connection to a console.
 type upConn struct {
@@ -208,7 +218,7 @@ func (uc *upConn) close() {
 
 // A consolePool keeps idle connections to consoles.
 type consolePool struct {
-	dial DialFunc
+	dial proxy.DialFunc // Hop.Dial; nil: nothing is dialled
 
 	mu       sync.Mutex
 	idle     map[string][]*upConn
@@ -235,6 +245,9 @@ func (p *consolePool) take(ctx context.Context, addr string) (uc *upConn, reused
 		return uc, true, nil
 	}
 	p.mu.Unlock()
+	if p.dial == nil {
+		return nil, false, errNoDialer
+	}
 	c, err := p.dial(ctx, "tcp", addr)
 	if err != nil {
 		return nil, false, err
@@ -251,6 +264,8 @@ func (p *consolePool) take(ctx context.Context, addr string) (uc *upConn, reused
 	uc.bw = bufio.NewWriterSize(c, 4<<10)
 	return uc, false, nil
 }
+
+var errNoDialer = errors.New("the door has no hop to dial consoles with")
 
 // put keeps uc for the next exchange with its console, unless the pool is full or closed.
 func (p *consolePool) put(uc *upConn) {

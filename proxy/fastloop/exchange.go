@@ -1,4 +1,4 @@
-package proxy
+package fastloop
 
 import (
 	"bufio"
@@ -20,20 +20,24 @@ import (
 	"unsafe"
 
 	"golang.org/x/net/http/httpguts"
+
+	"github.com/phase-console/fleet/proxy"
 )
 
-// This file is the hop of the fast loop (conn.go): one judged, bodiless GET or HEAD exchanged with
-// its console on the caller's own goroutine, over a pool of kept connections — the same request
-// the ReverseProxy hop sends (assertOnto, written by net/http's Request.Write) and the console's
-// answer read by net/http's ReadResponse and passed on with the same scrubbing.
+// This file is the fast loop's exchange (conn.go): one judged, bodiless GET or HEAD exchanged with
+// its console on the caller's own goroutine, over a pool of kept connections (pool.go) — the same
+// request the ReverseProxy hop sends (written by writeConsoleHead, with the Door's assertion:
+// Judged.WriteAssertion) and the console's answer passed on with the same scrubbing
+// (proxy.ScrubConsoleAnswer, proxy.ScrubbedFromAnswer); every failure answered by the Hop
+// (Hop.AnswerFailed).
 
 // An exchange is one fast connection's reusable state.
 type exchange struct {
 	out    http.Request // the console's request: its method and URL (its head is written by writeHead)
 	url    url.URL
-	lines  string // the caller's header lines, as fastHead admitted them
-	closes bool   // the caller's Connection says "close"
-	target Target // where out goes and what the hop asserts (a copy: the caller's need not escape)
+	lines  string       // the caller's header lines, as fastHead admitted them
+	closes bool         // the caller's Connection says "close"
+	judged proxy.Judged // the Door's verdict on the request: where out goes, what it asserts
 	answer answerReader
 	// uc is the console connection the exchange holds (nil, or closed already, once it is put
 	// back in the pool): what the fast loop closes when serving the connection panics.
@@ -41,48 +45,51 @@ type exchange struct {
 }
 
 func (ex *exchange) release() {
-	ex.out, ex.url, ex.lines, ex.closes, ex.target, ex.uc = http.Request{}, url.URL{}, "", false, Target{}, nil
+	ex.out, ex.url, ex.lines, ex.closes, ex.judged, ex.uc = http.Request{}, url.URL{}, "", false, proxy.Judged{}, nil
 	ex.answer.release()
 }
 
 // writeHead writes the head of the console's request (writeConsoleHead).
 func (ex *exchange) writeHead(w *bufio.Writer) error {
-	return writeConsoleHead(w, ex.out.Method, ex.url.RequestURI(), ex.lines, ex.closes, &ex.target)
+	return writeConsoleHead(w, ex.out.Method, ex.url.RequestURI(), ex.lines, ex.closes, &ex.judged)
 }
 
 // fastServedHook, if not nil, is told of every request the fast loop serves (tests only).
 var fastServedHook func()
+
+// copyBufferSize is the size of the buffers an answer's body is copied through when it does not
+// go straight into the caller's writer (the ReverseProxy hop's is the same).
+const copyBufferSize = 32 << 10
+
+var copyBufferPool = sync.Pool{New: func() any { return new([copyBufferSize]byte) }}
 
 // max1xx bounds the informational answers passed on before the final one (net/http's Transport's).
 const max1xx = 5
 
 var callerWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, fastReadBuffer) }}
 
-// exchange forwards r, judged and verified, to t over a kept connection, writes the console's
-// answer to caller, and reports whether caller's connection may carry another request. lines are
-// r's header lines as fastHead admitted them (r.Header was read from them and is not changed):
-// the console's request is written from them. Every failure is answered as the ReverseProxy hop
-// answers it (answerFailed); nothing is retried but a kept connection that the console had closed
-// before it read the request.
-func (h *Hop) exchange(ex *exchange, caller net.Conn, r *http.Request, lines string, t *Target) bool {
+// exchange forwards r, which the Door judged (ex.judged) to go to t (its Target), over a kept
+// connection, writes the console's answer to caller, and reports whether caller's connection may
+// carry another request. lines are r's header lines as fastHead admitted them (r.Header was read
+// from them and is not changed): the console's request is written from them. Every failure is
+// answered by the Hop, as the ReverseProxy hop answers it (Hop.AnswerFailed); nothing is retried
+// but a kept connection that the console had closed before it read the request.
+func (cs *ConnServer) exchange(ex *exchange, caller net.Conn, r *http.Request, lines string, t *proxy.Target) bool {
 	if fastServedHook != nil {
 		fastServedHook()
 	}
-	if !t.filled() { // assertable: writeConsoleHead
-		return h.writeFast(caller, r, func(w http.ResponseWriter) {
-			WriteRefusal(w, r, h.log, Refuse(http.StatusInternalServerError, "internal", "the hop was not given what it asserts"))
-		})
-	}
+	h := cs.Door.Hop
 	ex.url = url.URL{Path: t.Path, RawQuery: r.URL.RawQuery}
 	ex.out = http.Request{Method: r.Method, URL: &ex.url, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Host: t.Addr}
-	ex.lines, ex.closes, ex.target = lines, r.Close, *t
+	ex.lines, ex.closes = lines, r.Close
+	j := &ex.judged
 
 	var uc *upConn
 	var res *http.Response
 	for attempt := 0; ; {
 		var err error
 		var reused bool
-		uc, reused, err = h.pool.take(r.Context(), t.Addr)
+		uc, reused, err = cs.pool.take(r.Context(), t.Addr)
 		ex.uc = uc
 		if err == nil {
 			uc.caller = caller
@@ -98,13 +105,8 @@ func (h *Hop) exchange(ex *exchange, caller net.Conn, r *http.Request, lines str
 			}
 			uc.close()
 		}
-		if err == errCallerGone {
-			return h.writeFast(caller, r, func(w http.ResponseWriter) { h.answerFailed(w, r, &forward{t: *t}, err) })
-		}
-		if err == errUnwritable { // nothing was sent, and the console is not at fault
-			return h.writeFast(caller, r, func(w http.ResponseWriter) {
-				WriteRefusal(w, r, h.log, Refuse(http.StatusInternalServerError, "internal", "the hop made a request it cannot write"))
-			})
+		if err == errCallerGone || err == proxy.ErrUnwritable { // the console is not at fault
+			return writeFast(caller, r, func(w http.ResponseWriter) { h.AnswerFailed(w, r, j, err) })
 		}
 		if reused && err == errStale {
 			continue // nothing was sent on it: the next kept one, or a new one
@@ -113,7 +115,7 @@ func (h *Hop) exchange(ex *exchange, caller net.Conn, r *http.Request, lines str
 			attempt++
 			continue // the console closed a kept connection: a GET or HEAD may be sent again
 		}
-		return h.writeFast(caller, r, func(w http.ResponseWriter) { h.answerFailed(w, r, &forward{t: *t}, err) })
+		return writeFast(caller, r, func(w http.ResponseWriter) { h.AnswerFailed(w, r, j, err) })
 	}
 
 	cw := callerWriters.Get().(*bufio.Writer)
@@ -139,14 +141,14 @@ func (h *Hop) exchange(ex *exchange, caller net.Conn, r *http.Request, lines str
 				err = errCallerGone
 			}
 			uc.close()
-			return h.writeFast(caller, r, func(w http.ResponseWriter) { h.answerFailed(w, r, &forward{t: *t}, err) })
+			return writeFast(caller, r, func(w http.ResponseWriter) { h.AnswerFailed(w, r, j, err) })
 		}
 	}
 	if res.StatusCode == http.StatusSwitchingProtocols || res.StatusCode < 100 || res.StatusCode > 999 {
 		// ReverseProxy's answer to a switch nobody asked for.
 		uc.close()
 		err := fmt.Errorf("console answered %d to a request that asked for no protocol switch", res.StatusCode)
-		return h.writeFast(caller, r, func(w http.ResponseWriter) { h.answerFailed(w, r, &forward{t: *t}, err) })
+		return writeFast(caller, r, func(w http.ResponseWriter) { h.AnswerFailed(w, r, j, err) })
 	}
 
 	chunked := false
@@ -165,7 +167,7 @@ func (h *Hop) exchange(ex *exchange, caller net.Conn, r *http.Request, lines str
 	if consoleErr != nil || callerErr != nil || callerGone {
 		// The answer is cut short: the caller sees its connection close, as ReverseProxy's.
 		if callerErr == nil && !callerGone {
-			h.log.Warn("fleet.hop-error", "console", t.ConsoleID, "error", "reading the console's answer: "+consoleErr.Error())
+			cs.Door.Log.Warn("fleet.hop-error", "console", t.ConsoleID, "error", "reading the console's answer: "+consoleErr.Error())
 		}
 		uc.close()
 		return false
@@ -177,19 +179,19 @@ func (h *Hop) exchange(ex *exchange, caller net.Conn, r *http.Request, lines str
 		uc.close() // the console's connection ends; the caller's goes on
 	} else {
 		ex.uc = nil // another exchange may take it now
-		h.pool.put(uc)
+		cs.pool.put(uc)
 	}
 	return cw.Flush() == nil && !r.Close
 }
 
 // writeAnswerHead writes the console's answer head, as ReverseProxy passes it on: without
-// hop-by-hop headers, scrubbed (ScrubConsoleAnswer), with a Date, and — when final — framed for
+// hop-by-hop headers, scrubbed (proxy.ScrubConsoleAnswer), with a Date, and — when final — framed for
 // the caller: the console's Content-Length, or chunked (reported) when its length is unknown or it
 // announces trailers.
 func writeAnswerHead(w *bufio.Writer, res *http.Response, r *http.Request, final bool) (chunked bool) {
 	h := res.Header
 	removeHopByHop(h)
-	ScrubConsoleAnswer(h)
+	proxy.ScrubConsoleAnswer(h)
 	if final {
 		if _, ok := h["Date"]; !ok {
 			h["Date"] = httpDate()
@@ -324,7 +326,7 @@ func copyAnswerBody(w *bufio.Writer, res *http.Response, from *bufio.Reader, chu
 	if chunked {
 		w.WriteString("0\r\n")
 		if len(res.Trailer) > 0 {
-			ScrubConsoleAnswer(res.Trailer)
+			proxy.ScrubConsoleAnswer(res.Trailer)
 			res.Trailer.Write(w)
 		}
 		w.WriteString("\r\n")
@@ -369,9 +371,9 @@ type dateValues struct {
 	values []string
 }
 
-// writeFast answers r on caller with what answer writes (a refusal, a failure's page), and
+// writeFast answers r on caller with what answer writes (Hop.AnswerFailed's refusal or page), and
 // reports whether the connection may carry another request (not when the answer says close).
-func (h *Hop) writeFast(caller net.Conn, r *http.Request, answer func(w http.ResponseWriter)) bool {
+func writeFast(caller net.Conn, r *http.Request, answer func(w http.ResponseWriter)) bool {
 	w := &bufferedAnswer{header: http.Header{}, status: http.StatusOK}
 	answer(w)
 	if w.status == 499 { // the caller went away: nobody to answer
@@ -382,7 +384,7 @@ func (h *Hop) writeFast(caller net.Conn, r *http.Request, answer func(w http.Res
 		h2["Date"] = httpDate()
 	}
 	h2["Content-Length"] = []string{strconv.Itoa(w.body.Len())}
-	keep := !r.Close && !headerHasToken(h2, "Connection", "close")
+	keep := !r.Close && !httpguts.HeaderValuesContainsToken(h2["Connection"], "close")
 	if !keep {
 		h2["Connection"] = []string{"close"}
 	}

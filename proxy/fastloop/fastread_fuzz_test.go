@@ -1,4 +1,4 @@
-package proxy
+package fastloop
 
 // The fast exchange reads a console's answer itself only when fastAnswer admits its raw head, and
 // that is safe only if it then makes of those bytes exactly what http.ReadResponse makes of them:

@@ -1,4 +1,4 @@
-package proxy
+package fastloop
 
 import (
 	"bufio"
@@ -12,37 +12,29 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/phase-console/fleet/proxy"
 )
 
-// This file is a door's own connection loop. net/http's server costs a person's page load more
-// than everything fleet checks: per request it starts a goroutine that watches the connection,
-// moves deadlines twice, and the Transport behind ReverseProxy hands every exchange to two more
-// goroutines. Measured on one machine (bench/RESULTS.md), a loop that reads a request, judges it
-// and exchanges it with the console on one goroutine serves twice the requests.
-//
-// So ConnServer serves each connection itself while its requests are of the plain kind that
-// every page load is made of (fastHead: a GET or HEAD of HTTP/1.1, no body, no upgrade) and the
-// Door would forward them; they are parsed by net/http's own parser (http.ReadRequest) and judged
-// by the Door's own judgement. The first request of any other kind — a body, an upgrade, a page
-// of the door's own, anything the Door refuses, a head that does not fit — hands the connection,
-// with the bytes read of that request, to net/http's server, which serves it and everything after
-// it exactly as it would have without ConnServer: nothing the fast loop does not fully understand
-// is answered by it.
+// This file is the connection loop itself (doc.go): accepting, the workers that serve one
+// connection after another, Shutdown and Close, and the hand-over of a connection to net/http's
+// server.
 
 // fastReadBuffer is the per-connection buffer a request head must fit in to be served by the
 // fast loop (heads are a few hundred bytes; a larger one goes to net/http, limit 64 KiB).
 const fastReadBuffer = 8 << 10
 
 // A ConnServer serves a door's plain (not TLS) connections: it accepts them itself, serves
-// requests that fastHead admits and Door would forward with the Hop's own exchange, and hands
+// requests that fastHead admits and Door.Judge would forward with its own exchange, and hands
 // each connection to Server (net/http) at the first request it does not serve, bytes read
-// included.
+// included (and the verdict made, Judged.Context).
 //
-// Server's Handler must judge with the same Door (and Prepare), so a request is judged alike
-// whichever serves it. Door and Server are required. ConnServer replaces Server.ConnContext with
-// its own, which calls the one it replaced only for a connection it did not accept itself.
+// Server's Handler must be Door (or serve with it, after Prepare), so that a request is judged
+// alike whichever serves it, and judged once. Door and Server are required. ConnServer replaces
+// Server.ConnContext with its own, which calls the one it replaced only for a connection it did
+// not accept itself.
 type ConnServer struct {
-	Door   *Door
+	Door   *proxy.Door
 	Server *http.Server
 	// Prepare, if not nil, is applied to each request before the Door judges it, as the door's
 	// Handler does (the unix door restores the Host that Serve names). It may change r.Host,
@@ -65,6 +57,7 @@ type ConnServer struct {
 	idleFor   time.Duration  // how long workers wait (workerIdle), if not 0: tests
 	accepting sync.WaitGroup // Serve's accept loops
 	served    sync.WaitGroup // Server.Serve on the handoff listener
+	pool      consolePool    // the exchanges' kept connections to consoles (pool.go)
 }
 
 // Serve accepts connections on ln until Shutdown or Close, when it returns
@@ -214,6 +207,9 @@ func (cs *ConnServer) endWorkers() {
 // start starts net/http's server on the handoff listener. cs.mu is held.
 func (cs *ConnServer) start(addr net.Addr) {
 	cs.started = true
+	if cs.Door.Hop != nil { // else the Door refuses every request: nothing is dialled
+		cs.pool.dial = cs.Door.Hop.Dial
+	}
 	cs.conns = map[*fastConn]struct{}{}
 	cs.listeners = map[net.Listener]struct{}{}
 	cs.handoff = newHandoffListener(addr)
@@ -270,6 +266,7 @@ func (cs *ConnServer) Shutdown(ctx context.Context) error {
 		}
 	}
 	cs.served.Wait()
+	cs.pool.closeAll()
 	return err
 }
 
@@ -281,6 +278,7 @@ func (cs *ConnServer) Close() error {
 		cs.handoff.Close()
 		cs.closeAll()
 	}
+	cs.pool.closeAll()
 	return err
 }
 
@@ -330,7 +328,7 @@ type fastConn struct {
 	ctx    context.Context
 	br     *bufio.Reader
 	rr     requestReader // its requests (fastread.go)
-	ex     exchange      // the Hop's reusable state for this connection (exchange.go)
+	ex     exchange      // the exchange's reusable state for this connection (exchange.go)
 	handed bool          // handed to net/http's server (handOver): no longer this loop's to close
 }
 
@@ -376,13 +374,15 @@ func (fc *fastConn) serve() {
 		if cs.Prepare != nil {
 			cs.Prepare(r)
 		}
-		v := cs.Door.judge(r)
-		if v.refusal != nil || v.redirect != "" || v.page {
+		j := &fc.ex.judged // the verdict is made where the exchange uses it
+		cs.Door.Judge(r, j)
+		t, forward := j.Target()
+		if !forward {
 			// net/http answers it, with this verdict (Door.ServeHTTP): judged once.
-			fc.handOver(s, &prejudged{method: r.Method, uri: r.RequestURI, v: v})
+			fc.handOver(s, j)
 			return
 		}
-		keep := cs.Door.Hop.exchange(&fc.ex, fc.c, r, fc.rr.lines, &v.target)
+		keep := cs.exchange(&fc.ex, fc.c, r, fc.rr.lines, &t)
 		if !keep || !fc.state.CompareAndSwap(connActive, connIdle) {
 			break
 		}
@@ -446,17 +446,17 @@ var fastReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, fa
 // net/http's server does); a nil head with ok means the head does not fit fc.br.
 func (fc *fastConn) readHead(first bool) (head []byte, ok bool) {
 	if first {
-		fc.c.SetReadDeadline(time.Now().Add(ReadHeaderTimeout))
+		fc.c.SetReadDeadline(time.Now().Add(proxy.ReadHeaderTimeout))
 	} else {
 		if fc.br.Buffered() == 0 {
-			fc.c.SetReadDeadline(time.Now().Add(IdleTimeout))
+			fc.c.SetReadDeadline(time.Now().Add(proxy.IdleTimeout))
 			if _, err := fc.br.Peek(1); err != nil {
 				return nil, false
 			}
 		}
 		// The rest of a head that came in pieces must come within ReadHeaderTimeout.
 		if buf, _ := fc.br.Peek(fc.br.Buffered()); headEnd(buf) == 0 {
-			fc.c.SetReadDeadline(time.Now().Add(ReadHeaderTimeout))
+			fc.c.SetReadDeadline(time.Now().Add(proxy.ReadHeaderTimeout))
 		}
 	}
 	head, err := peekHead(fc.br)
@@ -464,18 +464,18 @@ func (fc *fastConn) readHead(first bool) (head []byte, ok bool) {
 }
 
 // handOver gives the connection to net/http's server: first the bytes of head, which were read
-// from fc.br already ("": none were), then what fc.br holds, then the connection. p, if not nil,
-// is the verdict on head's request.
-func (fc *fastConn) handOver(head string, p *prejudged) {
+// from fc.br already ("": none were), then what fc.br holds, then the connection. j, if not nil,
+// is the Door's verdict on head's request, for Door.ServeHTTP to take (Judged.Context).
+func (fc *fastConn) handOver(head string, j *proxy.Judged) {
+	h := &handedConn{Conn: fc.c, ctx: fc.ctx, br: fc.br}
+	if j != nil {
+		h.ctx = j.Context(fc.ctx) // before release: j may be the exchange's
+	}
 	fc.ex.release()
 	fc.rr.release()
 	fc.state.Store(connClosed)
 	fc.cs.forget(fc)
 	fc.c.SetReadDeadline(time.Time{})
-	h := &handedConn{Conn: fc.c, ctx: fc.ctx, br: fc.br}
-	if p != nil {
-		h.ctx = context.WithValue(fc.ctx, prejudgedKey{}, p)
-	}
 	if head != "" {
 		h.prefix = []byte(head)
 	}
@@ -483,26 +483,6 @@ func (fc *fastConn) handOver(head string, p *prejudged) {
 	if !fc.cs.handoff.give(h) {
 		fc.c.Close()
 	}
-}
-
-// prejudged is the Door's verdict on the request whose bytes start a handed connection, so that
-// net/http's serving of it does not judge (verify the caller, log…) a second time.
-type prejudged struct {
-	method, uri string // the request judged, to be sure it is the one net/http read
-	v           verdict
-	taken       atomic.Bool
-}
-
-type prejudgedKey struct{}
-
-// takePrejudged returns the verdict on r made by the fast loop before it handed r's connection to
-// net/http: only for the first request of that connection, and only when it is the same request.
-func takePrejudged(r *http.Request) (verdict, bool) {
-	p, _ := r.Context().Value(prejudgedKey{}).(*prejudged)
-	if p == nil || p.method != r.Method || p.uri != r.RequestURI || !p.taken.CompareAndSwap(false, true) {
-		return verdict{}, false
-	}
-	return p.v, true
 }
 
 // A handedConn is a connection handed to net/http's server, with the bytes the fast loop had read.
@@ -536,9 +516,9 @@ func (h *handedConn) CloseWrite() error {
 	return nil
 }
 
-// drained returns the bare connection once nothing read ahead is left (a hijacked WebSocket's
-// copy then waits on the socket without holding a buffer: copyConn).
-func (h *handedConn) drained() (net.Conn, bool) {
+// Drained returns the bare connection once nothing read ahead is left: a hijacked WebSocket's
+// copy (package proxy's) then waits on the socket without holding a buffer.
+func (h *handedConn) Drained() (net.Conn, bool) {
 	if len(h.prefix) > 0 || h.br != nil && h.br.Buffered() > 0 {
 		return nil, false
 	}

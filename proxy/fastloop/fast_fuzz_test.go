@@ -1,4 +1,4 @@
-package proxy
+package fastloop
 
 // The fast loop (conn.go) serves a request itself only when fastHead admits its raw head, and it
 // is safe to do so only if fastHead admits nothing that net/http's server would refuse or read

@@ -1,4 +1,4 @@
-package proxy
+package fastloop
 
 // The fast loop (ConnServer) must be the ReverseProxy hop by other means: for every kind of answer
 // a console gives, the caller gets the same answer and the console the same request, whichever of
@@ -20,6 +20,8 @@ import (
 
 	"github.com/phase-console/fleet/internal/rawhttp"
 	"github.com/phase-console/fleet/internal/testlog"
+
+	"github.com/phase-console/fleet/proxy"
 )
 
 // scripted is a rawConsole's answer from a script of raw answers by path (404 for any other).
@@ -127,7 +129,7 @@ func TestFastLoopAnswersAsReverseProxy_S6_S9(t *testing.T) {
 	logs := &testlog.Buffer{}
 	log := slog.New(slog.NewJSONHandler(logs, nil))
 	own := &standIn{token: "fleet-token-for-tests-0123456789abcdef", console: map[string]string{"alpha": console.addr()}}
-	door := &Door{Hop: NewHop(log, own, nil), Log: log, Host: own, Callers: own, Consoles: own, Token: own, FromServe: true}
+	door := &proxy.Door{Hop: proxy.NewHop(log, own, nil), Log: log, Host: own, Callers: own, Consoles: own, Token: own, FromServe: true}
 	listen := func() net.Listener {
 		ln, err := net.Listen("tcp4", "127.0.0.1:0")
 		if err != nil {
@@ -136,8 +138,8 @@ func TestFastLoopAnswersAsReverseProxy_S6_S9(t *testing.T) {
 		return ln
 	}
 	fastLn, slowLn := listen(), listen()
-	fast := &ConnServer{Door: door, Server: NewServer(door, log)}
-	slow := NewServer(door, log)
+	fast := &ConnServer{Door: door, Server: proxy.NewServer(door, log)}
+	slow := proxy.NewServer(door, log)
 	go fast.Serve(fastLn)
 	go slow.Serve(slowLn)
 	t.Cleanup(func() { fast.Close(); slow.Close(); door.Hop.Close() })

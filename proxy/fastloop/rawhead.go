@@ -1,8 +1,7 @@
-package proxy
+package fastloop
 
 import (
 	"bufio"
-	"errors"
 	"iter"
 	"net/http"
 	"strconv"
@@ -11,13 +10,18 @@ import (
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/phase-console/fleet/contract"
+	"github.com/phase-console/fleet/proxy"
 )
 
 // This file writes the two heads of a fast exchange straight from the header lines that fastHead
 // (the caller's request) and fastAnswer (the console's answer) admitted, instead of from header
-// maps: the same lines, and only those, that the map path wrote (assertOnto and Request.Write for
-// the console; removeHopByHop, ScrubConsoleAnswer and writeAnswerHead for the caller), names
-// made canonical as textproto makes them, in the order they came. Measured, reading a head into a
+// maps: the same lines, and only those, that the map path writes (ReverseProxy's steps and the
+// Hop's assertion, then Request.Write, for the console; removeHopByHop, ScrubConsoleAnswer and
+// writeAnswerHead for the caller), names made canonical as textproto makes them, in the order
+// they came. What is a rule is package proxy's, asked line by line: which caller lines are
+// identity headers (proxy.IsIdentityName, S4), what the hop asserts (Judged.WriteAssertion, S6),
+// which answer lines are scrubbed (proxy.ScrubbedFromAnswer, R9); what is left here is framing
+// (hop-by-hop lines, Host, line syntax). Measured, reading a head into a
 // map, changing the map and writing it out again was ~2 µs of a small answer's ~10 µs of user
 // time (bench/RESULTS.md). FuzzFastHead (checkConsoleHead) and FuzzFastAnswer hold both writers
 // to the map path's heads on the same bytes.
@@ -28,20 +32,22 @@ import (
 // saying only "keep-alive" or "close".
 
 // writeConsoleHead writes the head that the hop sends the console for a fast request: method and
-// uri (the judged path and the caller's query), Host the console's own address (S6), the caller's
-// first User-Agent if not empty, every other line of lines but Host, the hop-by-hop ones (and
-// Close, when the caller's Connection names it: closes), and every identity header (S4),
-// Cache-Control: no-cache for a Pragma: no-cache without one (as net/http reads a request), then
-// the hop's X-Forwarded-* and both assertion headers (S6) — what ReverseProxy sends for the same
-// request. lines are the request's header lines as fastHead admitted them, up to and including
-// the empty line.
+// uri (the judged path and the caller's query), Host the console's own address (S6: j's
+// Target's), the caller's first User-Agent if not empty, every other line of lines but Host, the
+// hop-by-hop ones (and Close, when the caller's Connection names it: closes), and every identity
+// header (proxy.IsIdentityName, S4), Cache-Control: no-cache for a Pragma: no-cache without one
+// (as net/http reads a request), then the hop's X-Forwarded-* and both assertion headers
+// (j.WriteAssertion, S6) — what ReverseProxy sends for the same request. lines are the request's
+// header lines as fastHead admitted them, up to and including the empty line.
 //
-// The hop's own values (t) are written exactly as they are, never cleaned up: a value that is not
-// a field value as it stands (Target.assertable) is errUnwritable, and nothing at all is written
-// (a cleaned-up login would be a login other than the one verified).
-func writeConsoleHead(w *bufio.Writer, method, uri, lines string, closes bool, t *Target) error {
-	if !httpguts.ValidHostHeader(t.Addr) || strings.ContainsFunc(uri, isCTL) || !t.assertable() {
-		return errUnwritable
+// The hop's own values are written exactly as they are, never cleaned up: when the console's
+// address or uri cannot stand in a head as they are, or j is not a verdict to forward (Judged.Target), nothing at
+// all is written and the error is proxy.ErrUnwritable (a cleaned-up login would be a login other
+// than the one verified).
+func writeConsoleHead(w *bufio.Writer, method, uri, lines string, closes bool, j *proxy.Judged) error {
+	t, ok := j.Target()
+	if !ok || !httpguts.ValidHostHeader(t.Addr) || strings.ContainsFunc(uri, isCTL) {
+		return proxy.ErrUnwritable
 	}
 	w.WriteString(method)
 	w.WriteByte(' ')
@@ -61,7 +67,7 @@ func writeConsoleHead(w *bufio.Writer, method, uri, lines string, closes bool, t
 			}
 			agent = true
 			continue
-		case contract.EqualFoldASCII(name, "Host"), isHopByHop(name), framingHeader(name), IsIdentityName(name),
+		case contract.EqualFoldASCII(name, "Host"), isHopByHop(name), framingHeader(name), proxy.IsIdentityName(name),
 			closes && contract.EqualFoldASCII(name, "Close"):
 			continue
 		}
@@ -69,34 +75,16 @@ func writeConsoleHead(w *bufio.Writer, method, uri, lines string, closes bool, t
 		writeField(w, name, value)
 	}
 	p.write(w)
-	writeAssertion(w, "X-Forwarded-For", t.ClientIP)
-	writeAssertion(w, "X-Forwarded-Host", t.Host)
-	writeAssertion(w, "X-Forwarded-Proto", t.Proto)
-	w.WriteString("X-Forwarded-Prefix: /c/")
-	w.WriteString(t.ConsoleID)
-	w.WriteString("\r\n")
-	writeAssertion(w, contract.HeaderFleet, t.Token)
-	writeAssertion(w, contract.HeaderFleetLogin, t.Login)
+	if err := j.WriteAssertion(w); err != nil {
+		return err // j forwards (checked above): not reached
+	}
 	_, err := w.WriteString("\r\n")
 	return err
 }
 
-// errUnwritable is a console request that writeConsoleHead will not write: a value of the hop's
-// own that a header cannot carry as it is. Nothing was written; it is no fault of the console's.
-var errUnwritable = errors.New("proxy: the hop made a request it cannot write")
-
-// writeAssertion writes one of the hop's own lines, its value as it is (writeConsoleHead has
-// checked it: Target.assertable).
-func writeAssertion(w *bufio.Writer, name, value string) {
-	w.WriteString(name)
-	w.WriteString(": ")
-	w.WriteString(value)
-	w.WriteString("\r\n")
-}
-
 // writeCallerHead writes the head of a fast answer (code, and lines as fastAnswer admitted them)
 // to the caller of r: every line but the hop-by-hop ones (RFC 9110 7.6.1, as ReverseProxy removes
-// them) and what ScrubConsoleAnswer removes (fleet's own cookies, the originWide headers), the
+// them) and what ScrubConsoleAnswer removes (proxy.ScrubbedFromAnswer, R9), the
 // console's own Content-Length, a Date when the console sent none, Cache-Control: no-cache for a
 // Pragma: no-cache without one (as net/http reads an answer), and "Connection: close" when r asked
 // for it.
@@ -106,12 +94,8 @@ func writeCallerHead(w *bufio.Writer, code int, lines string, r *http.Request) {
 	date := false
 	for name, value := range fields(lines) {
 		switch {
-		case isHopByHop(name), isOriginWide(name):
+		case isHopByHop(name), proxy.ScrubbedFromAnswer(name, value):
 			continue
-		case contract.EqualFoldASCII(name, "Set-Cookie"):
-			if isFleetCookie(value) {
-				continue
-			}
 		case contract.EqualFoldASCII(name, "Date"):
 			date = true
 		}
@@ -226,16 +210,6 @@ func (p *pragmaFix) write(w *bufio.Writer) {
 func isHopByHop(name string) bool {
 	for _, h := range hopByHop {
 		if contract.EqualFoldASCII(name, h) {
-			return true
-		}
-	}
-	return false
-}
-
-// isOriginWide reports whether name is one of originWide, in any case.
-func isOriginWide(name string) bool {
-	for _, o := range originWide {
-		if contract.EqualFoldASCII(name, o) {
 			return true
 		}
 	}

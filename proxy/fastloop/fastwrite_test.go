@@ -1,4 +1,4 @@
-package proxy
+package fastloop
 
 import (
 	"bufio"

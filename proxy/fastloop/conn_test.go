@@ -1,4 +1,4 @@
-package proxy
+package fastloop
 
 // The door's own connection loop (ConnServer, conn.go) on the wire: raw requests over net.Dial
 // to a real listener, asserting what the caller got and what the console saw — which requests
@@ -23,6 +23,8 @@ import (
 
 	"github.com/phase-console/fleet/internal/echoconsole"
 	"github.com/phase-console/fleet/internal/rawhttp"
+
+	"github.com/phase-console/fleet/proxy"
 )
 
 // countFast counts the requests the fast loop serves from now until the test ends.
@@ -31,144 +33,6 @@ func countFast(t *testing.T) func() int64 {
 	fastServedHook = func() { n.Add(1) }
 	t.Cleanup(func() { fastServedHook = nil })
 	return n.Load
-}
-
-// rawConsole is a console written on the bare connection, for what the fast loop does with its
-// side of the hop: it counts the connections it accepted, records each request with the number of
-// the connection it came on, and answers with answer, which writes raw bytes and says whether the
-// console keeps the connection (false: the console closes it, saying nothing).
-type rawConsole struct {
-	ln     net.Listener
-	answer func(conn int, c net.Conn, r *http.Request) bool
-	ended  chan int // the number of each connection that ended, for either side's reason
-
-	mu      sync.Mutex
-	accepts int
-	got     []rawSeen
-}
-
-type rawSeen struct {
-	conn         int
-	method, path string
-	header       http.Header
-	req          *http.Request // the whole request, as the console read it
-}
-
-func newRawConsole(t *testing.T, answer func(conn int, c net.Conn, r *http.Request) bool) *rawConsole {
-	t.Helper()
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc := &rawConsole{ln: ln, answer: answer, ended: make(chan int, 256)}
-	var conns sync.WaitGroup
-	var mu sync.Mutex
-	var open []net.Conn
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range open {
-			c.Close()
-		}
-		mu.Unlock()
-		conns.Wait()
-	})
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			open = append(open, c)
-			mu.Unlock()
-			rc.mu.Lock()
-			n := rc.accepts
-			rc.accepts++
-			rc.mu.Unlock()
-			conns.Add(1)
-			go func() {
-				defer conns.Done()
-				rc.serve(n, c)
-			}()
-		}
-	}()
-	return rc
-}
-
-func (rc *rawConsole) serve(n int, c net.Conn) {
-	defer func() {
-		c.Close()
-		select {
-		case rc.ended <- n:
-		default:
-		}
-	}()
-	br := bufio.NewReader(c)
-	for {
-		r, err := http.ReadRequest(br)
-		if err != nil {
-			return
-		}
-		rc.mu.Lock()
-		rc.got = append(rc.got, rawSeen{conn: n, method: r.Method, path: r.URL.Path, header: r.Header, req: r})
-		rc.mu.Unlock()
-		if !rc.answer(n, c, r) {
-			return
-		}
-	}
-}
-
-func (rc *rawConsole) addr() string { return rc.ln.Addr().String() }
-
-// seen returns every request the console read.
-func (rc *rawConsole) seen() []rawSeen {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	return slices.Clone(rc.got)
-}
-
-// waitEnded waits until connection n has ended.
-func (rc *rawConsole) waitEnded(t *testing.T, n int) {
-	t.Helper()
-	deadline := time.After(waitLimit)
-	for {
-		select {
-		case m := <-rc.ended:
-			if m == n {
-				return
-			}
-		case <-deadline:
-			t.Fatalf("the console's connection #%d did not end", n)
-		}
-	}
-}
-
-// usedConns is how many connections carried the requests of got.
-func usedConns(got []rawSeen) int {
-	seen := map[int]bool{}
-	for _, s := range got {
-		seen[s.conn] = true
-	}
-	return len(seen)
-}
-
-// answerOK is a console's plain keep-alive answer.
-const answerOK = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\nok"
-
-// wantClosed reads conn and wants the door to have closed it (EOF, nothing more), within waitLimit.
-func wantClosed(t *testing.T, conn net.Conn, br *bufio.Reader, what string) {
-	t.Helper()
-	conn.SetReadDeadline(time.Now().Add(waitLimit))
-	var r io.Reader = conn
-	if br != nil {
-		r = br
-	}
-	b := make([]byte, 64)
-	n, err := r.Read(b)
-	if n != 0 || err != io.EOF {
-		t.Errorf("%s: read %q, %v; want the door to close it (EOF)", what, b[:n], err)
-	}
 }
 
 // readAnswer reads one answer to a request of method from br.
@@ -599,7 +463,7 @@ func startSlowDoor(t *testing.T) *slowDoor {
 		t.Fatal(err)
 	}
 	d.testDoor.addr = ln.Addr().String() // d.dial dials this ConnServer
-	d.cs = &ConnServer{Door: d.door, Server: NewServer(d.door, d.door.Log)}
+	d.cs = &ConnServer{Door: d.door, Server: proxy.NewServer(d.door, d.door.Log)}
 	go func() { d.serveErr <- d.cs.Serve(ln) }()
 	t.Cleanup(func() { d.cs.Close() })
 	return d
@@ -1145,11 +1009,11 @@ func workersOf(cs *ConnServer) (all, waiting int) {
 		}
 		buf = make([]byte, 2*len(buf))
 	}
-	me := fmt.Sprintf("proxy.(*ConnServer).work(%p", cs)
+	me := fmt.Sprintf("fastloop.(*ConnServer).work(%p", cs)
 	for g := range strings.SplitSeq(string(buf), "\n\n") {
 		if strings.Contains(g, me) {
 			all++
-			if !strings.Contains(g, "proxy.(*fastConn).serve(") {
+			if !strings.Contains(g, "fastloop.(*fastConn).serve(") {
 				waiting++
 			}
 		}
@@ -1242,7 +1106,7 @@ func TestConnGraceSpentBeforeSendNotConsoleDown_S8(t *testing.T) {
 				}
 				return stallConn{c.(*net.TCPConn), &left}, nil
 			}
-			d := startTestDoor(t, func(door *Door) { door.Hop = NewHop(door.Log, down, dial) })
+			d := startTestDoor(t, func(door *proxy.Door) { door.Hop = proxy.NewHop(door.Log, down, dial) })
 			fast := countFast(t)
 			before := d.alpha.count()
 			left.Store(stalls)
@@ -1281,7 +1145,7 @@ func wantPanicLogged(t *testing.T, d *testDoor, why string) {
 	}
 	e, _ := got[0]["error"].(string)
 	if got[0]["level"] != "WARN" || !strings.Contains(e, why) || !strings.Contains(e, "goroutine ") ||
-		!strings.Contains(e, "proxy.(*fastConn).serve(") {
+		!strings.Contains(e, "fastloop.(*fastConn).serve(") {
 		t.Errorf("the panic's log line: %v; want a warning with %q and the stack", got[0], why)
 	}
 }
@@ -1365,7 +1229,7 @@ func TestConnPanicInExchange_S9(t *testing.T) {
 		dials.Add(1)
 		return panicConn{c.(*net.TCPConn), &panics, &closes}, nil
 	}
-	d := startTestDoor(t, func(door *Door) { door.Hop = NewHop(door.Log, down, dial) })
+	d := startTestDoor(t, func(door *proxy.Door) { door.Hop = proxy.NewHop(door.Log, down, dial) })
 	fast := countFast(t)
 
 	if r := d.raw(serveReq("GET", "/c/alpha/one")); r.status != http.StatusOK { // a kept console connection

@@ -1,0 +1,81 @@
+package fastloop
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"testing"
+	"time"
+)
+
+// BenchmarkHopFastGET is one GET through the door's fast loop (ConnServer, the fast exchange and
+// its kept console connection) on a kept caller connection, to a console that answers with a few
+// bytes: the caller and the console are written on the bare connections, so allocs/op is the
+// loop's own. Run with
+//
+//	go test -run=NONE -bench=Hop -benchmem ./proxy/fastloop
+func BenchmarkHopFastGET(b *testing.B) {
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for {
+					if !skipHead(br) {
+						return
+					}
+					if _, err := io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\nok"); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	d := startTestDoor(b)
+	d.setConsole("bench", ln.Addr().String())
+	fast := 0
+	fastServedHook = func() { fast++ }
+	b.Cleanup(func() { fastServedHook = nil })
+	conn := d.dial()
+	defer conn.Close()
+	conn.SetDeadline(time.Time{})
+	req := []byte(crlf(serveReq("GET", "/c/bench/x")))
+	br := bufio.NewReader(conn)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := conn.Write(req); err != nil {
+			b.Fatal(err)
+		}
+		if !skipHead(br) {
+			b.Fatal("no answer")
+		}
+		if _, err := br.Discard(2); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if fast == 0 {
+		b.Fatal("the fast loop served nothing")
+	}
+}
+
+// skipHead reads a head up to and including its empty line, allocating nothing.
+func skipHead(br *bufio.Reader) bool {
+	for {
+		line, err := br.ReadSlice('\n')
+		if err != nil {
+			return false
+		}
+		if len(line) <= 2 {
+			return true
+		}
+	}
+}
