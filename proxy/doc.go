@@ -15,13 +15,10 @@
 //     (ScrubIdentity); the hop then sets its own X-Forwarded-For, -Host, -Proto and -Prefix.
 //   - S6: the hop sets both assertion headers, strips the /c/<id> prefix and sets Host to the
 //     console's loopback address. It is httputil.ReverseProxy with Rewrite, never Director, so a
-//     caller's Connection line cannot delete what the hop set — but for the plain page loads of
-//     the loopback door's fast loop (below), whose exchange admits no Connection line but
-//     "keep-alive" or "close", writes the console's request straight from the caller's header
-//     lines, leaving out Host, Connection and every identity header and adding the hop's own
-//     (writeConsoleHead): the same head assertOnto and net/http's Request.Write make, which
-//     FuzzFastHead checks on every head it admits, and the same request as ReverseProxy sends
-//     (TestFastLoopAnswersAsReverseProxy_S6_S9).
+//     caller's Connection line cannot delete what the hop set. (The loopback door's fast loop,
+//     package proxy/fastloop, writes the console's request from the caller's lines instead; what
+//     it asserts is written by this package, Judged.WriteAssertion, and only for a verdict to
+//     forward.)
 //   - S7: the decision about /c/<id>/hooks is made on the decoded, canonical path (JudgePath), and the
 //     path forwarded is exactly the path judged; a path that is not canonical is 400 bad-path, and
 //     so is a request-target with a space, a control byte or DEL anywhere, its query included
@@ -60,7 +57,7 @@
 // who is calling (CallerVerifier: a login and an address, or a Refusal), where consoles listen
 // (Consoles), the fleet token (TokenSource), and whom to tell that a console is down
 // (DownMarker, to NewHop). It serves the Door with NewServer, whose limits (SPEC S9) the Door
-// relies on, behind a ConnServer when it is a plain (not TLS) door.
+// relies on — the loopback door behind its fast loop (package proxy/fastloop).
 //
 // It fails closed: a Door missing any of them refuses every request (500 internal); a verifier
 // that returns no login or no valid address, a lookup that fails, a token that cannot be read
@@ -69,34 +66,26 @@
 // NewHop's default dialer is DialConsole, the owner check of peercred.DialOwn: a Hop whose dialer
 // was left out never sends the token to another user's process.
 //
-// # The fast loop
+// # The seam of the fast loop
 //
-// The loopback door serves its connections through a ConnServer: a connection loop of fleet's own
-// that serves the plain requests every page load is made of — a GET or HEAD of HTTP/1.1 with no
-// body and no upgrade, whose head fits 8 KiB and is written as every browser and Tailscale Serve
-// write one (fastHead) — on one goroutine, over kept connections to the console. It exists for
-// speed alone: net/http's server and Transport spend twice the CPU per request that fleet's checks
-// do (bench/RESULTS.md). It changes no rule:
+// The loopback door serves plain page loads with a connection loop of its own in front of
+// net/http, for speed (package proxy/fastloop, whose doc comment says what it owns and the parity
+// it keeps). That loop judges nothing and writes no rule: it imports this package, never the
+// other way round, and goes through one narrow seam, each part of which is the Door's or the
+// Hop's own code:
 //
-//   - fastHead admits only heads that net/http's server accepts, and the loop reads an admitted
-//     head (every line of it checked already) into exactly the request http.ReadRequest makes of
-//     it (FuzzFastHead); a console's answer is read the same way when fastAnswer admits its head
-//     — a status line, one Content-Length, nothing that frames it otherwise — into exactly what
-//     http.ReadResponse makes of it (FuzzFastAnswer), and by http.ReadResponse when not;
-//   - both heads of such an exchange are written straight from the admitted lines (rawhead.go:
-//     no header map is read, changed and written again), and are the heads the map path writes
-//     for the same bytes — assertOnto and Request.Write's for the console, writeAnswerHead's
-//     (ReverseProxy's scrubbing) for the caller; FuzzFastHead and FuzzFastAnswer check both;
-//   - every request is judged by the Door's one judgement, in the same order; the fast loop
-//     forwards only what it would forward, with the same assertion, and answers the console's
-//     answer as ReverseProxy does (TestFastLoopAnswersAsReverseProxy_S6_S9 sends the same
-//     requests both ways, to a console scripted with every kind of answer, and compares both ends);
-//   - anything else — a refusal, a redirect, a door page, a body, an upgrade, a head it does not
-//     admit — hands the connection, with the bytes read, to net/http's server, which serves that
-//     request (with the verdict already made: judged once) and everything after it on the
-//     connection, as it does when no fast loop is in front of it.
-//
-// The direct-reach door (TLS, HTTP/2) is served by net/http alone.
+//   - Door.Judge is ServeHTTP's judgement, writing nothing; its Judged offers a forward
+//     (Judged.Target) only for what Hop.Forward would send, and anything else — a refusal, a
+//     redirect, a door page, a Target the Hop would refuse — is handed back to ServeHTTP with the
+//     verdict (Judged.Context), which answers it as it answers its own: judged once, logged once;
+//   - Judged.WriteAssertion writes the hop's own lines (S6) for such a forward; IsIdentityName
+//     (S4) and ScrubbedFromAnswer (R9) say, line by line, what ScrubIdentity and
+//     ScrubConsoleAnswer remove from a header map;
+//   - Hop.Dial dials with the Hop's dialer (DialConsole's owner check), Hop.AnswerFailed answers
+//     a failed forward as Forward answers one (the console marked down and logged, the caller
+//     gone, another user's console, ErrUnwritable);
+//   - a connection the loop hands to net/http with bytes read ahead gives an upgraded
+//     connection's copy its bare socket once they are read (Drained).
 //
 // This package judges and forwards; it does not decide who the caller is. That is the door's job.
 // This package must never forward a request it could not judge.
