@@ -2,8 +2,11 @@ package proxy
 
 import (
 	"bufio"
+	"io"
+	"net"
 	"net/http"
 	"testing"
+	"time"
 )
 
 // The per-request costs of the hop's judgement (issue: 0 allocations in path judgement; header
@@ -70,6 +73,62 @@ func BenchmarkHeaderClone(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		_ = h.Clone()
+	}
+}
+
+// BenchmarkHopPOST is one POST with a small body through the door on a kept caller connection:
+// the ordinary hop (net/http's server, the Door, Hop.Forward's ReverseProxy and its Transport),
+// which serves every request with a body, to a console that reads the body and answers with a
+// few bytes. Run with
+//
+//	go test -run=NONE -bench=Hop -benchmem ./proxy
+func BenchmarkHopPOST(b *testing.B) {
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for {
+					if !skipHead(br) {
+						return
+					}
+					if _, err := br.Discard(5); err != nil {
+						return
+					}
+					if _, err := io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\nok"); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	d := startTestDoor(b)
+	d.setConsole("bench", ln.Addr().String())
+	conn := d.dial()
+	defer conn.Close()
+	conn.SetDeadline(time.Time{})
+	req := []byte(crlf(serveReq("POST", "/c/bench/x", "Content-Type: text/plain", "Content-Length: 5")) + "hello")
+	br := bufio.NewReader(conn)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := conn.Write(req); err != nil {
+			b.Fatal(err)
+		}
+		if !skipHead(br) {
+			b.Fatal("no answer")
+		}
+		if _, err := br.Discard(2); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 
