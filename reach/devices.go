@@ -42,6 +42,9 @@ func (d *Door) authenticate(r *http.Request) (dev pairing.Device, sent, ok bool)
 		return pairing.Device{}, true, false
 	}
 	dev, ok = d.cfg.Devices.Authenticate(cred, d.now(), PeerAddr(r).String())
+	if ok {
+		d.conns.credentialShown(r, dev.ID6) // R6c: its connection is a device's from now on
+	}
 	return dev, true, ok
 }
 
@@ -98,6 +101,7 @@ func stripDeviceCookie(h http.Header) {
 // OnRevoke); the register already refuses the device's next request.
 func (d *Door) Revoke(id6 string) {
 	d.streams.cancel(id6)
+	d.conns.revoke(id6) // its idle connections are strangers' again (R6c)
 	d.cfg.Hop.CloseUpgraded(func(_, login string) bool {
 		return isDeviceLogin(login) && strings.HasSuffix(login, "#"+id6)
 	})

@@ -66,6 +66,9 @@ type Config struct {
 	wrapListener func(net.Listener) net.Listener
 	// answerTimeout, for this package's tests only, replaces AnswerTimeout when not zero.
 	answerTimeout time.Duration
+	// conns, for this package's tests only, replaces the connection bounds' capacity and idle
+	// timers, and the server's timeouts (conns.go).
+	conns *connHooks
 }
 
 // A Door is the direct-reach door, open and serving on its one address until Close.
@@ -121,6 +124,8 @@ type Door struct {
 	served chan struct{} // closed when Serve returned
 
 	closeOnce sync.Once
+
+	conns *connTable // R6c: the connections held, bounded before any TLS work (conns.go)
 }
 
 // Open opens the CA for the profile's address (ca.Open), listens on exactly that address and
@@ -140,7 +145,7 @@ func Open(ctx context.Context, cfg Config) (*Door, error) {
 		cfg.Limiter = NewLimiter(cfg.Now)
 	}
 	d := &Door{cfg: cfg, log: cfg.Log, now: cfg.Now, listen: cfg.Profile.Listen, limiter: cfg.Limiter,
-		served: make(chan struct{})}
+		served: make(chan struct{}), conns: newConnTable(cfg.Log, cfg.Now, cfg.conns)}
 	d.streams.init()
 	d.door = &proxy.Door{
 		Hop:      cfg.Hop,
@@ -169,6 +174,7 @@ func Open(ctx context.Context, cfg Config) (*Door, error) {
 	if cfg.wrapListener != nil {
 		ln = cfg.wrapListener(ln)
 	}
+	ln = d.conns.listener(ln) // R6c: inside TLS, so that eviction comes before any TLS work
 	d.auth, d.ln = auth, ln
 	if d.cfg.Pairing == nil && d.cfg.PairingFor != nil {
 		d.cfg.Pairing = d.cfg.PairingFor(d)
@@ -176,7 +182,8 @@ func Open(ctx context.Context, cfg Config) (*Door, error) {
 	d.router = d.newRouter()
 	d.srv = proxy.NewServer(d, cfg.Log)
 	d.srv.TLSConfig = auth.TLSConfig()
-	d.srv.HTTP2 = http2Config() // S9, R6 (answer.go)
+	d.srv.HTTP2 = http2Config()         // S9, R6 (answer.go)
+	d.conns.configure(d.srv, cfg.conns) // R6c
 	go func() {
 		defer close(d.served)
 		if err := d.srv.ServeTLS(ln, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
