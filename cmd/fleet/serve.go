@@ -21,6 +21,7 @@ import (
 	"tailscale.com/paths"
 
 	"github.com/phase-console/fleet/contract"
+	"github.com/phase-console/fleet/internal/fdlimit"
 	"github.com/phase-console/fleet/internal/state"
 	"github.com/phase-console/fleet/pairing"
 	"github.com/phase-console/fleet/proxy"
@@ -80,15 +81,20 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		unixSocket: *unixSocket, logFormat: *logFormat}, stdout, stderr)
 }
 
-// serve runs the supervisor until ctx is done. In order: it locks the state folder (one supervisor
-// per folder), binds its listeners (so a port in use stops it before it creates a token), prepares
-// the supervisor, writes supervisor.addr and says where it listens. On a clean exit it removes
-// supervisor.addr, if that still names its address.
+// serve runs the supervisor until ctx is done. In order: it raises its soft limit on open files
+// to the hard one, locks the state folder (one supervisor per folder), removes what interrupted
+// writes left in the door's folder, binds its listeners (so a port in use stops it before it
+// creates a token), prepares the supervisor, writes supervisor.addr and says where it listens. On
+// a clean exit it removes supervisor.addr, if that still names its address.
 func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) int {
 	fail := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "fleet serve: "+format+"\n", a...)
 		return 1
 	}
+	// SPEC R6c: the direct-reach door holds at most half of the soft limit in connections (it
+	// reads the limit when it opens), so the other half keeps the loopback door and the registry
+	// API serving; the higher the soft limit, the more devices' connections fit in that half.
+	soft, hard, limitErr := fdlimit.Raise()
 	fleetDir := state.FleetDir(o.home)
 	if err := state.EnsureHome(o.home); err != nil {
 		return fail("%v", err)
@@ -105,6 +111,10 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) int {
 		return fail("%v", err)
 	}
 	defer lock.Release()
+	// A crash or a kill in the middle of an atomic write leaves its temporary file behind
+	// (.devices.json.tmp-…); the file it was to replace is the old one, whole. Only one minute
+	// old or older: a CLI command beside this start may be writing one now.
+	leftovers, leftoversErr := state.RemoveWriteLeftovers(pairingFolder(o.home), time.Now().Add(-time.Minute))
 
 	// Every pairing password check runs scrypt in a helper process (this binary again): its
 	// 128 MiB never lands on the supervisor's heap, so a flood of wrong passwords does not make
@@ -134,6 +144,16 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) int {
 	// serve runs they go where the servers' own errors go (Server.ErrorLog, proxy.NewServer):
 	// one JSON line, fleet.http-error, at warning level (S9, S11), never a raw line on stderr.
 	defer redirectStdLog(proxy.WarnLogger(log, "fleet.http-error"))()
+	if limitErr != nil {
+		log.Warn("fleet.file-limit", "soft", soft, "hard", hard, "error", limitErr.Error(),
+			"why", "the soft limit on open files could not be raised to the hard one; the direct-reach door holds at most half of it")
+	}
+	for _, p := range leftovers {
+		log.Info("fleet.write-leftover-removed", "path", p)
+	}
+	if leftoversErr != nil {
+		log.Warn("fleet.write-leftover-removed", "error", leftoversErr.Error())
+	}
 	srv, err := supervisor.New(supervisor.Config{
 		StateHome:       o.home,
 		TailscaleSocket: o.tailscaleSocket,
