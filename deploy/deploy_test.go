@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -84,6 +85,46 @@ func TestSystemdUnit_S1(t *testing.T) {
 		"ProtectKernelTunables", "ProtectKernelModules", "ProtectKernelLogs", "ProtectControlGroups", "ProtectHostname"} {
 		if _, ok := kv[k]; ok {
 			t.Errorf("%s needs a user namespace in a user unit, where root shows as 65534", k)
+		}
+	}
+}
+
+// TestSystemdUnitFileLimit_R6c: the unit sets the limit on open files explicitly — a soft limit
+// below a hard one, which fleet serve raises itself at start, so that the direct-reach door's
+// half of it is known — and its system call filter lets fleet raise it: setrlimit and prlimit64
+// (Go's call for it on Linux) are allowed after every line that could deny them. Any group a
+// deny line names is taken to hold both (which groups do differs between systemd versions).
+func TestSystemdUnitFileLimit_R6c(t *testing.T) {
+	kv := unitLines(t, filepath.Join("systemd", "fleet.service"))
+	lim := kv["LimitNOFILE"]
+	if len(lim) != 1 {
+		t.Fatalf("LimitNOFILE = %q, want one soft:hard", lim)
+	}
+	softS, hardS, ok := strings.Cut(lim[0], ":")
+	soft, errS := strconv.Atoi(softS)
+	hard, errH := strconv.Atoi(hardS)
+	if !ok || errS != nil || errH != nil || soft >= hard || hard < 2*2048 {
+		t.Errorf("LimitNOFILE = %q, want soft:hard with soft below hard, and hard at least 4096 (the door's half: 2,048 at least)", lim[0])
+	}
+	filters := kv["SystemCallFilter"]
+	if len(filters) == 0 || filters[0] != "@system-service" {
+		t.Fatalf("SystemCallFilter = %q, want @system-service first (it holds setrlimit and prlimit64)", filters)
+	}
+	for _, call := range []string{"setrlimit", "prlimit64"} {
+		allowed := false
+		for _, f := range filters {
+			deny := strings.HasPrefix(f, "~")
+			for _, e := range strings.Fields(strings.TrimPrefix(f, "~")) {
+				switch {
+				case deny && (e == call || strings.HasPrefix(e, "@")):
+					allowed = false
+				case !deny && (e == call || e == "@system-service"):
+					allowed = true
+				}
+			}
+		}
+		if !allowed {
+			t.Errorf("SystemCallFilter %q may deny %s: fleet serve could not raise its limit on open files", filters, call)
 		}
 	}
 }
@@ -312,10 +353,32 @@ func TestLaunchdPlist_S1(t *testing.T) {
 	}
 	for k := range m {
 		switch k {
-		case "Label", "ProgramArguments", "RunAtLoad", "KeepAlive", "ThrottleInterval", "ProcessType", "Umask":
+		case "Label", "ProgramArguments", "RunAtLoad", "KeepAlive", "ThrottleInterval", "ProcessType", "Umask",
+			"SoftResourceLimits", "HardResourceLimits":
 		default:
 			t.Errorf("unexpected key %q", k)
 		}
+	}
+}
+
+// TestLaunchdPlistFileLimit_R6c: the LaunchAgent sets the limit on open files explicitly, a soft
+// limit below a hard one (fleet serve raises the soft one itself at start), and nothing else.
+func TestLaunchdPlistFileLimit_R6c(t *testing.T) {
+	m := parsePlist(t, filepath.Join("launchd", "dev.fleet.supervisor.plist"))
+	files := func(key string) int {
+		d, _ := m[key].(map[string]any)
+		if len(d) != 1 {
+			t.Fatalf("%s = %v, want NumberOfFiles alone", key, m[key])
+		}
+		s, _ := d["NumberOfFiles"].(string)
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			t.Fatalf("%s NumberOfFiles = %v: %v", key, d["NumberOfFiles"], err)
+		}
+		return n
+	}
+	if soft, hard := files("SoftResourceLimits"), files("HardResourceLimits"); soft >= hard || hard < 2*2048 {
+		t.Errorf("NumberOfFiles soft %d, hard %d: want soft below hard, and hard at least 4096", soft, hard)
 	}
 }
 
