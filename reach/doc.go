@@ -53,6 +53,33 @@
 //   - HTTP2PingAfter, 30 s, and HTTP2PingTimeout, 15 s: an HTTP/2 connection from which nothing
 //     came for 30 s is pinged, and closed if the ping is not answered within 15 s.
 //
+// Connections are bounded too (R6c), so that a stranger cannot take either door down by holding
+// them open. A connection is a stranger's until a request on it shows a valid device credential;
+// from then on it is a device's. The values, and why:
+//
+//   - SourceConnLimit, 64 strangers' connections per source (the Limiter's sources: an IPv4
+//     address, an IPv6 /64), and StrangerConnLimit, 1,024 in all: a new connection past either
+//     evicts the oldest of that source, or of all, in the listener's Accept — before any TLS
+//     work, so a connection that never starts TLS costs the door one descriptor and no more. A
+//     browser opens six or so connections to a host; 64 leaves room for a household behind one
+//     address, and one source can evict only its own: to evict another source's connections a
+//     stranger needs 16 sources at least (fewer where half the limit on open files is below
+//     1,024).
+//   - StrangerIdleTimeout, 10 s: a stranger's connection with no request in flight — after its
+//     accept or after its last answer — is closed; the same 10 s it has for its TLS handshake and
+//     its request head (proxy.ReadHeaderTimeout). A device's is closed after net/http's
+//     IdleTimeout, as the loopback door's are.
+//   - A device's connection is never evicted and counts against neither bound: strangers cannot
+//     cut a paired phone's streams. When its device is revoked it is a stranger's again.
+//   - In all, the door holds at most half the soft limit on open files (read when it opens;
+//     fleet serve raises it to the hard limit at start): past it a new connection evicts the
+//     oldest stranger's, or is closed when only devices' connections are held. The other half is
+//     the loopback door's, the registry API's and the consoles' connections', whatever the door
+//     holds.
+//
+// The failure counts (R6) and the connections live in memory: the counts are kept when the door
+// moves (the supervisor keeps one Limiter), and both are lost when fleet serve restarts.
+//
 // Revoking a device (Door.Revoke, R8) cancels its forwarded requests and sets their write
 // deadline in the past, which resets an HTTP/2 stream at once even when its flow-control window
 // is closed: a cancelled context alone does not end net/http's wait to write.
@@ -65,6 +92,8 @@
 //   - site.go: what a browser says of the site a request comes from (R6b).
 //   - door.go: the door (Open, Door): its listener on exactly the profile's address, over TLS
 //     from package ca (R2, R4), and the order in which it judges a request.
+//   - conns.go: the bounds on its connections (R6c): per source, in all, idle strangers', and
+//     half the limit on open files; a connection marked a device's by its credential.
 //   - answer.go: the bounds in time on what the door writes (S9, R6): AnswerTimeout on its own
 //     answers, lifted for a forwarded request, and its HTTP/2 settings.
 //   - host.go: Host and SNI admission (R5).
