@@ -18,8 +18,8 @@ import (
 // AnswerTimeout is how long the door gives an answer of its own — a refusal, the redirect to
 // /pair, /ca.crt, the pairing pages, their assets and their POST, a device's index — to be
 // written, counted from the moment the door has read all it reads of the request: from the
-// request's start for every answer whose body the door does not read, from the last read of the
-// body for one it does (the pairing form). Past it the answer is given up: its HTTP/2 stream is
+// request's start for every answer whose body the door does not read, and for the one whose body
+// it does read (the pairing form), from the answer's first byte (answerFromFirstByte). Past it the answer is given up: its HTTP/2 stream is
 // reset (RST_STREAM INTERNAL_ERROR), or its HTTP/1.1 connection closed. The largest such answer
 // is a few KiB, and the work before it is short (scrypt, about 0.25 s, runs only for a live code,
 // at most two at a time), so 10 s is lost only by a caller that does not read: the same 10 s a
@@ -89,14 +89,58 @@ type ownBody struct {
 	io.ReadCloser
 	rc      *http.ResponseController
 	timeout time.Duration
+	held    bool // the deadline waits for the answer's first byte (answerFromFirstByte)
 }
 
 func (b *ownBody) Read(p []byte) (int, error) {
 	b.rc.SetWriteDeadline(time.Time{})
 	n, err := b.ReadCloser.Read(p)
-	b.rc.SetWriteDeadline(time.Now().Add(b.timeout))
+	if !b.held {
+		b.rc.SetWriteDeadline(time.Now().Add(b.timeout))
+	}
 	return n, err
 }
+
+// answerFromFirstByte gives h's answer its AnswerTimeout from the moment h starts writing it,
+// not from the body's last byte: what h does in between — scrypt for a live code, a wait for a
+// turn at its gate (package pairing) — is the door's own work, and charging it to the caller
+// would cut a pairing that a busy machine was slow to judge (its answer reset mid-record, which
+// a browser reports as a TLS error). While h works its answer has no write deadline; that work is
+// bounded by the request's context and the pairing gate, not by the caller. Only for the pairing
+// POST: the one answer the door computes at length after reading a body.
+func answerFromFirstByte(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, ok := r.Body.(*ownBody)
+		if !ok {
+			h.ServeHTTP(w, r)
+			return
+		}
+		b.held = true
+		b.rc.SetWriteDeadline(time.Time{})
+		h.ServeHTTP(&armedAtFirstByte{ResponseWriter: w, body: b}, r)
+	})
+}
+
+// armedAtFirstByte sets the answer's deadline when its head or first byte is written.
+type armedAtFirstByte struct {
+	http.ResponseWriter
+	body  *ownBody
+	armed bool
+}
+
+func (w *armedAtFirstByte) arm() {
+	if !w.armed {
+		w.armed = true
+		w.body.rc.SetWriteDeadline(time.Now().Add(w.body.timeout))
+	}
+}
+
+func (w *armedAtFirstByte) WriteHeader(code int) { w.arm(); w.ResponseWriter.WriteHeader(code) }
+
+func (w *armedAtFirstByte) Write(p []byte) (int, error) { w.arm(); return w.ResponseWriter.Write(p) }
+
+// Unwrap lets http.ResponseController reach the server's writer.
+func (w *armedAtFirstByte) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // forwarded lifts the door's deadline from rc, the answer to r, a paired device's request that is
 // forwarded to a console (SSE and WebSockets last as long as they last), and returns r with its

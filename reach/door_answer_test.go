@@ -164,6 +164,61 @@ func TestSlowPairingFormNotCutByAnswerDeadline_S9(t *testing.T) {
 	})
 }
 
+// TestPairingWorkNotChargedToCaller_S9: the door's own work on a pairing form (scrypt, a wait
+// for a turn at its gate) is not the caller's delay: an answer that takes several times
+// AnswerTimeout to compute is delivered whole, over HTTP/1.1 and over HTTP/2; and over HTTP/2,
+// to a client that takes no answer, that answer is still given up once it is written.
+func TestPairingWorkNotChargedToCaller_S9(t *testing.T) {
+	const timeout = 200 * time.Millisecond
+	form := "code=BCDF-GHJK&password=correct-horse"
+	d := startTestDoor(t, func(c *Config) {
+		c.answerTimeout = timeout
+		c.Pairing = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			b, err := io.ReadAll(r.Body)
+			if err != nil {
+				http.Error(w, "the form was cut: "+err.Error(), http.StatusBadRequest)
+				return
+			}
+			if r.Method == http.MethodPost {
+				time.Sleep(4 * timeout) // the door's work: longer than the caller's deadline
+			}
+			io.WriteString(w, "form: "+string(b))
+		})
+	})
+	head := "Content-Type: application/x-www-form-urlencoded"
+
+	t.Run("HTTP/1.1", func(t *testing.T) {
+		conn := d.dial("")
+		defer conn.Close()
+		io.WriteString(conn, d.req("POST", "/pair", head, "Content-Length: "+strconv.Itoa(len(form)))+form)
+		res, err := http.ReadResponse(bufio.NewReader(conn), &http.Request{Method: "POST"})
+		if err != nil {
+			t.Fatalf("no answer to a form the door was slow to judge: %v", err)
+		}
+		body, err := io.ReadAll(res.Body)
+		res.Body.Close()
+		if err != nil || res.StatusCode != http.StatusOK || string(body) != "form: "+form {
+			t.Errorf("%d %q (%v), want 200 with the whole form", res.StatusCode, body, err)
+		}
+	})
+
+	t.Run("HTTP/2", func(t *testing.T) {
+		c := d.dialH2(t, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
+		c.open(1, "POST", "/pair", false, head)
+		c.data(1, form, true)
+		if !c.wait(time.Now().Add(waitLimit), func() bool { return c.streams[1].done != "" || c.ended != nil }) {
+			t.Fatal("the answer, which the client does not take, was never given up")
+		}
+		status, reason, _, done := c.stream(1)
+		if status != http.StatusOK {
+			t.Errorf("%d %q (%s), want 200: the door's own work was charged to the caller", status, reason, done)
+		}
+		if !strings.HasPrefix(done, "rst") {
+			t.Errorf("the stream ended %q, want reset: its answer cannot be sent", done)
+		}
+	})
+}
+
 // TestForwardedStreamHasNoAnswerDeadline_S9: a paired device's request for a console is the
 // console's to answer, for as long as it lasts (S9: server-sent events flushed as they come): the
 // deadline of the door's own answers is lifted from it, and one set for an earlier answer on the

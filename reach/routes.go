@@ -36,10 +36,13 @@ func (d *Door) newRouter() *httprouter.Router {
 		pair = http.HandlerFunc(servePairingNotSetUp)
 	}
 	pair = d.canonicalOnly(pair)
-	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost} {
+	for _, m := range []string{http.MethodGet, http.MethodHead} {
 		rt.Handler(m, PairPath, pair)
 		rt.Handler(m, PairPath+"/*asset", pair)
 	}
+	post := answerFromFirstByte(pair) // scrypt's time is the door's, not the caller's (answer.go)
+	rt.Handler(http.MethodPost, PairPath, post)
+	rt.Handler(http.MethodPost, PairPath+"/*asset", post)
 	return rt
 }
 
