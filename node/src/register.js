@@ -29,13 +29,16 @@ export function checkSupervisorAddr(addr) {
   return { host, port };
 }
 
+// sleep waits ms, or until signal aborts.
 const sleep = (ms, signal) =>
   new Promise((resolve) => {
-    const t = setTimeout(resolve, ms);
-    signal?.addEventListener("abort", () => {
+    const done = () => {
       clearTimeout(t);
+      signal.removeEventListener("abort", done);
       resolve();
-    }, { once: true });
+    };
+    const t = setTimeout(done, ms);
+    signal.addEventListener("abort", done, { once: true });
   });
 
 /**
