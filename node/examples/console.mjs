@@ -304,8 +304,8 @@ function route(req, res) {
     const clean = goCleanPath(p);
     if (clean !== p) {
       const q = (req.url ?? "").indexOf("?");
-      res.writeHead(301, { Location: clean + (q >= 0 ? req.url.slice(q) : ""), "Content-Type": "text/html; charset=utf-8" });
-      return res.end(`<a href="${escapeHTML(clean)}">Moved Permanently</a>.\n\n`);
+      res.writeHead(307, { Location: clean + (q >= 0 ? req.url.slice(q) : ""), "Content-Type": "text/html; charset=utf-8" });
+      return res.end(`<a href="${escapeHTML(clean)}">Temporary Redirect</a>.\n\n`);
     }
   }
   for (const [pattern, methods] of routes) {
