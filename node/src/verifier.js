@@ -101,9 +101,9 @@ function headerLines(req) {
   return out;
 }
 
-// target splits the request target into the authority (absolute-form only) and the raw path.
-function target(req) {
-  const u = req.url ?? "";
+// target splits a request target (by default what arrived: an Express-style router rewrites
+// req.url below a mount point and keeps originalUrl) into its authority and raw path.
+function target(req, u = req.originalUrl ?? req.url ?? "") {
   const m = /^[A-Za-z][A-Za-z0-9+.-]*:\/\/([^/?#]*)([^?#]*)/.exec(u);
   if (m) return { authority: m[1], rawPath: m[2] || "/" };
   const q = u.search(/[?#]/);
@@ -394,10 +394,11 @@ export class Verifier {
    * verify. It resolves to {caller} or {refusal, event}.
    */
   async gate(req) {
-    const p = requestPath(req);
-    if (p === null) return { refusal: new Refusal(400, Reason.badRequest, "", "the request target does not decode"), event: EVENT_REJECTED };
+    // The path as it arrived, and as a mounted app sees it: hooks under either name are hooks.
+    const paths = [requestPath(req), decodePath(target(req, req.url ?? "").rawPath)];
+    if (paths.includes(null)) return { refusal: new Refusal(400, Reason.badRequest, "", "the request target does not decode"), event: EVENT_REJECTED };
     let event = EVENT_REJECTED;
-    if (isHookPath(p)) {
+    if (paths.some(isHookPath)) {
       event = EVENT_HOOK_REJECTED;
       const ref = this.#hookTransport(req, headerLines(req));
       if (ref) return { refusal: ref, event };
@@ -533,7 +534,7 @@ export class Verifier {
       status: ref.status,
       rule: ref.rule,
       method: req.method,
-      path: logPath(req.url),
+      path: logPath(req.originalUrl ?? req.url),
       peer: peerString(req.socket),
       detail: ref.detail,
     });

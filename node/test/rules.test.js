@@ -204,3 +204,37 @@ test("no-assertion: a console running as tailscaled's user believes nobody local
   const ok = await raw(trusting.port, request("GET", "/whoami", [["Host", `127.0.0.1:${trusting.port}`]]));
   assert.deepEqual(JSON.parse(ok.body), { scope: "local", login: "" });
 });
+
+test("express() judges as middleware() does, below a mount point too", async (t) => {
+  const st = stateDir(t);
+  const { createVerifier, callerOf } = await import("../src/index.js");
+  const http = await import("node:http");
+  const v = createVerifier({ stateDir: st.home, watch: false, logger: () => {} });
+  t.after(() => v.close());
+  const mw = v.express();
+  const seen = [];
+  // The smallest Express-style app: a mount at /api that rewrites req.url, as a router does.
+  const server = http.createServer((req, res) => {
+    req.originalUrl = req.url;
+    if (req.url.startsWith("/api/")) req.url = req.url.slice(4);
+    mw(req, res, (err) => {
+      if (err) return res.writeHead(500).end();
+      seen.push({ url: req.url, caller: callerOf(req), headers: { ...req.headers } });
+      res.end(JSON.stringify(callerOf(req)));
+    });
+  });
+  v.attach(server);
+  await new Promise((r) => server.listen(0, "127.0.0.1", r));
+  t.after(() => new Promise((r) => server.close(r)));
+  const port = server.address().port;
+  const H = ["Host", `127.0.0.1:${port}`];
+  const ok = await raw(port, request("GET", "/api/whoami", [H, ["X-Phase-Console-Fleet", st.token], ["X-Phase-Console-Fleet-Login", alice]]));
+  assert.deepEqual(JSON.parse(ok.body), { scope: "remote", login: alice });
+  assert.equal(seen[0].headers["x-phase-console-fleet"], undefined);
+  const hook = await raw(port, request("POST", "/api/hooks/permission-request", [H, ["X-Forwarded-For", "127.0.0.1"]], "{}"));
+  assert.equal(hook.status, 403);
+  assert.equal(hook.reason, "not local");
+  const refused = await raw(port, request("GET", "/api/whoami", [["Host", "evil.example"]]));
+  assert.equal(refused.status, 421);
+  assert.equal(seen.length, 1);
+});
