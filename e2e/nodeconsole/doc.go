@@ -5,8 +5,12 @@
 // and, where a caller was admitted, the same {"scope","login"} — then runs the conformance checker
 // (fleet check-console) against the Node console.
 //
-// The tests need node (Node.js 20 or later) on $PATH. Without it they skip, and say so; under
-// CI=true they fail instead: .ci/run installs Node's toolchain.
+// TestNodeConsoleThroughDirectReach_R9_C4 shows the Node console as a person sees it: it
+// registers itself with the real supervisor, whose direct-reach door a headless chromium pairs
+// with, and the page at /c/noderef/ shows scope remote and the device's login, device:….
+//
+// The tests need node (Node.js 20 or later) on $PATH, and the browser test /usr/bin/chromium.
+// Without them they skip, and say so; under CI=true they fail instead: .ci/run installs both.
 //
 // The package holds only tests.
 package nodeconsole
