@@ -25,7 +25,6 @@
 import http from "node:http";
 import { createHash } from "node:crypto";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
 import {
   createVerifier,
   callerOf,
@@ -472,4 +471,3 @@ server.on("error", (err) => {
   process.exit(1);
 });
 
-export const __filename = fileURLToPath(import.meta.url);
