@@ -118,13 +118,6 @@ func NormalizeCode(in string) (code string, ok bool) {
 	return string(b), true
 }
 
-// Redeem is RedeemWithClock judged at now, for a caller that has just read its clock (the
-// command line, tests). A caller that reads a request first — the pairing POST — uses
-// RedeemWithClock, so that the time is read when the code is used.
-func Redeem(dir, code string, now time.Time, checkPassword func() (bool, error)) (name string, err error) {
-	return RedeemWithClock(dir, code, func() time.Time { return now }, checkPassword)
-}
-
 // RedeemWithClock uses a pairing code. The code is judged first — unknown, expired, used or dead
 // after MaxWrongPasswords wrong passwords is refused with the matching error, without calling
 // checkPassword — and only for a live code does checkPassword run (so scrypt runs only then). A

@@ -18,9 +18,8 @@ func Example_pairingPOST() {
 		dir                      = "/home/ann/.local/state/phase-console/fleet/reach"
 		code, password, formName = "BCDF-GHJK", []byte("typed password"), "Ann's phone"
 		reg, _                   = pairing.OpenRegister(dir)
-		now                      = time.Now()
 	)
-	name, err := pairing.Redeem(dir, code, now, func() (bool, error) {
+	name, err := pairing.RedeemWithClock(dir, code, time.Now, func() (bool, error) {
 		stored, err := pairing.LoadPassword(dir)
 		if err != nil {
 			return false, err
@@ -38,7 +37,7 @@ func Example_pairingPOST() {
 	if name == "" {
 		name = formName
 	}
-	d, credential, err := reg.Add(name, now)
+	d, credential, err := reg.Add(name, time.Now())
 	if err != nil {
 		return
 	}

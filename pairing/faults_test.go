@@ -7,6 +7,7 @@ package pairing
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -126,7 +127,7 @@ func TestTruncatedCodes_F2(t *testing.T) {
 		}
 		_, err := IssueCode(dir, "", t0)
 		wantParseError(t, err, path)
-		_, err = Redeem(dir, code, t0, c.check)
+		_, err = RedeemWithClock(dir, code, at(t0), c.check)
 		wantParseError(t, err, path)
 		if n := c.calls.Load(); n != 0 {
 			t.Fatalf("the password was checked %d times against a codes file that does not parse", n)
@@ -239,7 +240,7 @@ func TestFullDiskCodes_F2(t *testing.T) {
 	_, err := IssueCode(dir, "", t0)
 	wantNoSpace(t, err, "issuing a code")
 	right := &checker{right: true}
-	if name, err := Redeem(dir, code, t0, right.check); err == nil {
+	if name, err := RedeemWithClock(dir, code, at(t0), right.check); err == nil {
 		t.Fatalf("paired %q with a code that could not be marked used", name)
 	} else {
 		wantNoSpace(t, err, "redeeming a code")
@@ -250,7 +251,7 @@ func TestFullDiskCodes_F2(t *testing.T) {
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
-	if name, err := Redeem(dir, code, t0, right.check); err != nil || name != "Ann's phone" {
+	if name, err := RedeemWithClock(dir, code, at(t0), right.check); err != nil || name != "Ann's phone" {
 		t.Fatalf("with room again: Redeem = %q, %v", name, err)
 	}
 }
@@ -266,7 +267,7 @@ func TestFullDiskWrongPasswordsCounted_F2(t *testing.T) {
 	filler := fulldisk.Fill(t, mnt, 0)
 	wrong := &checker{}
 	for range 2 * MaxWrongPasswords {
-		_, err := Redeem(dir, code, t0, wrong.check)
+		_, err := RedeemWithClock(dir, code, at(t0), wrong.check)
 		wantNoSpace(t, err, "a pairing attempt")
 	}
 	if n := wrong.calls.Load(); n != 0 {
@@ -277,11 +278,11 @@ func TestFullDiskWrongPasswordsCounted_F2(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range MaxWrongPasswords {
-		if _, err := Redeem(dir, code, t0, wrong.check); !errors.Is(err, ErrWrongPassword) {
+		if _, err := RedeemWithClock(dir, code, at(t0), wrong.check); !errors.Is(err, ErrWrongPassword) {
 			t.Fatalf("wrong password %d with room again: %v", i+1, err)
 		}
 	}
-	if _, err := Redeem(dir, code, t0, (&checker{right: true}).check); !errors.Is(err, ErrCodeBurned) {
+	if _, err := RedeemWithClock(dir, code, at(t0), (&checker{right: true}).check); !errors.Is(err, ErrCodeBurned) {
 		t.Fatalf("after %d wrong passwords: %v, want the code burned", MaxWrongPasswords, err)
 	}
 }
@@ -304,7 +305,7 @@ func TestFullDiskPassword_F2(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ok, _ := CheckPassword(stored, []byte("pass word 1")); !ok {
+	if ok, _ := CheckPasswordContext(context.Background(), stored, []byte("pass word 1")); !ok {
 		t.Fatal("the old password no longer works")
 	}
 }

@@ -17,7 +17,7 @@ import (
 )
 
 // Password rules. A password shorter than MinPasswordLen bytes, or longer than MaxPasswordLen, is
-// refused by SetPassword and never matches in CheckPassword (no scrypt work is done for it).
+// refused by SetPassword and never matches in CheckPasswordContext (no scrypt work is done for it).
 const (
 	MinPasswordLen = 8
 	MaxPasswordLen = 1024
@@ -88,11 +88,6 @@ func HashPassword(pw []byte) (string, error) {
 	return fmt.Sprintf("$scrypt$ln=%d,r=%d,p=%d$%s$%s", p.logN, p.r, p.p, b64.EncodeToString(salt), b64.EncodeToString(key)), nil
 }
 
-// CheckPassword is CheckPasswordContext without a way to give up.
-func CheckPassword(stored string, pw []byte) (bool, error) {
-	return CheckPasswordContext(context.Background(), stored, pw)
-}
-
 // CheckPasswordContext reports whether pw is the password whose hash is stored. The stored string
 // is parsed strictly and its cost checked against the limits before any work: a malformed or
 // absurd one is an error and runs no scrypt. A pw of the wrong length is false at once. Otherwise
@@ -126,7 +121,7 @@ func SetPassword(dir string, pw []byte) error {
 	return state.WritePrivateFile(filepath.Join(dir, PasswordFile), []byte(stored+"\n"))
 }
 
-// LoadPassword returns the stored hash from dir's password file, checked as CheckPassword checks
+// LoadPassword returns the stored hash from dir's password file, checked as CheckPasswordContext checks
 // it: a file that is too open, or that does not hold one well-formed hash within the limits, is an
 // error naming it. Without a file the error is ErrNoPassword.
 func LoadPassword(dir string) (string, error) {

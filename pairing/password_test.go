@@ -34,9 +34,9 @@ func TestPasswordRoundTrip_R8(t *testing.T) {
 		"":               false,
 		"short":          false,
 	} {
-		ok, err := CheckPassword(stored, []byte(pw))
+		ok, err := CheckPasswordContext(context.Background(), stored, []byte(pw))
 		if err != nil || ok != want {
-			t.Errorf("CheckPassword(%q) = %v, %v; want %v", pw, ok, err, want)
+			t.Errorf("CheckPasswordContext(context.Background(), %q) = %v, %v; want %v", pw, ok, err, want)
 		}
 	}
 	again, _ := HashPassword([]byte("correct horse"))
@@ -57,7 +57,7 @@ func TestPasswordRealCost_R8(t *testing.T) {
 	if m := storedRE.FindStringSubmatch(stored); m == nil || m[1] != "17" {
 		t.Fatalf("stored %q, want $scrypt$ln=17,r=8,p=1$...", stored)
 	}
-	if ok, err := CheckPassword(stored, []byte("correct horse")); !ok || err != nil {
+	if ok, err := CheckPasswordContext(context.Background(), stored, []byte("correct horse")); !ok || err != nil {
 		t.Fatalf("CheckPassword = %v, %v", ok, err)
 	}
 }
@@ -106,14 +106,14 @@ func TestPasswordFile_R8_F1(t *testing.T) {
 	if err != nil || stored+"\n" != string(raw) {
 		t.Fatalf("LoadPassword = %q, %v", stored, err)
 	}
-	if ok, _ := CheckPassword(stored, []byte("pass word 1")); !ok {
+	if ok, _ := CheckPasswordContext(context.Background(), stored, []byte("pass word 1")); !ok {
 		t.Fatal("the stored password does not match")
 	}
 	if err := SetPassword(dir, []byte("pass word 2")); err != nil {
 		t.Fatal(err)
 	}
 	stored, _ = LoadPassword(dir)
-	if ok, _ := CheckPassword(stored, []byte("pass word 2")); !ok {
+	if ok, _ := CheckPasswordContext(context.Background(), stored, []byte("pass word 2")); !ok {
 		t.Fatal("a new password does not replace the old")
 	}
 
@@ -189,7 +189,7 @@ func TestAbsurdStoredHashRefused_R8(t *testing.T) {
 		"R8 huge":                  good + strings.Repeat("A", 1<<20),
 	} {
 		t.Run(name, func(t *testing.T) {
-			ok, err := CheckPassword(s, []byte("correct horse"))
+			ok, err := CheckPasswordContext(context.Background(), s, []byte("correct horse"))
 			if err == nil || ok {
 				t.Fatalf("CheckPassword = %v, %v; want an error", ok, err)
 			}
@@ -244,7 +244,7 @@ func TestScryptGate_R8(t *testing.T) {
 	defer releaseAll() // a failing test lets its callers finish too
 	for range callers {
 		wg.Go(func() {
-			ok, err := CheckPassword(stored, []byte("correct horse"))
+			ok, err := CheckPasswordContext(context.Background(), stored, []byte("correct horse"))
 			results <- ok && err == nil
 		})
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
@@ -161,7 +162,7 @@ func TestReachPasswordStdin_R8(t *testing.T) {
 	if st, _ := os.Stat(path); st.Mode().Perm() != 0o600 {
 		t.Errorf("F1 mode %o", st.Mode().Perm())
 	}
-	if ok, err := pairing.CheckPassword(stored, []byte(pw)); !ok || err != nil {
+	if ok, err := pairing.CheckPasswordContext(context.Background(), stored, []byte(pw)); !ok || err != nil {
 		t.Errorf("the stored hash does not match the line read (its \\r\\n dropped): %v %v", ok, err)
 	}
 }
@@ -192,7 +193,7 @@ func TestReachPasswordTerminal_R8(t *testing.T) {
 		t.Error("R8 the password was echoed")
 	}
 	stored, _ := storedPassword(t, home)
-	if ok, _ := pairing.CheckPassword(stored, []byte(pw)); !ok {
+	if ok, _ := pairing.CheckPasswordContext(context.Background(), stored, []byte(pw)); !ok {
 		t.Error("the stored hash does not match")
 	}
 }
@@ -286,11 +287,11 @@ func TestReachPair_R8(t *testing.T) {
 		t.Errorf("R4 the root fingerprint %s is not printed:\n%s", st.Fingerprint, out)
 	}
 	wantTrustFirst(t, out, listen, u.String(), st.Fingerprint)
-	name, err := pairing.Redeem(pairingFolder(home), code, time.Now(), func() (bool, error) { return true, nil })
+	name, err := pairing.RedeemWithClock(pairingFolder(home), code, time.Now, func() (bool, error) { return true, nil })
 	if err != nil || name != "Ann's phone" {
 		t.Fatalf("R8 redeeming the printed code: %q, %v", name, err)
 	}
-	if _, err := pairing.Redeem(pairingFolder(home), code, time.Now(), func() (bool, error) { return true, nil }); !errors.Is(err, pairing.ErrCodeUsed) {
+	if _, err := pairing.RedeemWithClock(pairingFolder(home), code, time.Now, func() (bool, error) { return true, nil }); !errors.Is(err, pairing.ErrCodeUsed) {
 		t.Errorf("R8 the code paired twice: %v", err)
 	}
 }
