@@ -14,7 +14,7 @@ import (
 // registrations started are done.
 func listConsoles(t *testing.T, d *door) map[string]ConsoleStatus {
 	t.Helper()
-	d.srv.registry.waitProbes() // a new console is "unknown" until its first probe (S8)
+	d.srv.registry.probes.Wait() // a new console is "unknown" until its first probe (S8)
 	r := d.raw(d.localReq("GET", "/fleet/v1/consoles", "", d.bearer()))
 	if r.status != http.StatusOK {
 		t.Fatalf("GET /fleet/v1/consoles: %d %q", r.status, r.reason)

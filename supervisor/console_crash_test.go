@@ -92,7 +92,7 @@ func TestConsoleKilledMidStream(t *testing.T) {
 			if _, err := d.srv.registry.Put(Console{ID: "gate", Addr: gate.Addr()}); err != nil {
 				t.Fatal(err)
 			}
-			d.srv.registry.waitProbes()
+			d.srv.registry.probes.Wait()
 
 			// Another caller's stream, open before the crash: tick 0 is in.
 			gconn, _, gresp := d.open(serveReq("GET", "/c/gate/sse"))

@@ -86,13 +86,12 @@ type Registry struct {
 
 	consoles atomic.Pointer[map[string]Console] // never nil; the map is never mutated
 
-	mu sync.Mutex // serialises Put and Delete, and so the file's writes
+	mu     sync.Mutex     // serialises Put and Delete, and so the file's writes
+	probes sync.WaitGroup // the probes Put started; a test waits on it to see their outcome
 
-	hmu      sync.Mutex // guards the fields below
-	health   map[string]health
-	seq      uint64 // counts health observations; a probe records only if none came after it started
-	inflight int    // probes started by Put and not finished
-	idle     *sync.Cond
+	hmu    sync.Mutex // guards the fields below
+	health map[string]health
+	seq    uint64 // counts health observations; a probe records only if none came after it started
 }
 
 type health struct {
@@ -112,7 +111,6 @@ func LoadRegistry(path string, now func() time.Time) (*Registry, error) {
 		now = time.Now
 	}
 	r := &Registry{path: path, now: now, write: state.WritePrivateFile, dial: dialProbe, health: map[string]health{}}
-	r.idle = sync.NewCond(&r.hmu)
 	consoles := map[string]Console{}
 	data, err := state.ReadPrivateFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -181,13 +179,9 @@ func (r *Registry) Put(c Console) (created bool, err error) {
 	r.hmu.Lock()
 	r.seq++
 	r.health[c.ID] = health{state: HealthUnknown, lastSeen: now, seq: r.seq}
-	r.inflight++
 	r.hmu.Unlock()
 	r.consoles.Store(&next)
-	go func() {
-		defer r.probeDone()
-		r.probeOne(context.Background(), c, probeTimeout)
-	}()
+	r.probes.Go(func() { r.probeOne(context.Background(), c, probeTimeout) })
 	return !existed, nil
 }
 
@@ -276,24 +270,6 @@ func (r *Registry) probeOne(ctx context.Context, c Console, timeout time.Duratio
 		h.lastSeen = r.now().UTC()
 	}
 	r.health[c.ID] = h
-}
-
-func (r *Registry) probeDone() {
-	r.hmu.Lock()
-	r.inflight--
-	if r.inflight == 0 {
-		r.idle.Broadcast()
-	}
-	r.hmu.Unlock()
-}
-
-// waitProbes waits until no probe started by Put is in flight.
-func (r *Registry) waitProbes() {
-	r.hmu.Lock()
-	for r.inflight > 0 {
-		r.idle.Wait()
-	}
-	r.hmu.Unlock()
 }
 
 // markSeen records that the console made itself heard (a refresh), without judging its health.

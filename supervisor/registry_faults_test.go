@@ -50,7 +50,7 @@ func goodRegistry(t *testing.T, path string) []byte {
 			t.Fatal(err)
 		}
 	}
-	r.waitProbes()
+	r.probes.Wait()
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -123,7 +123,7 @@ func TestFullDiskRegistry_F2(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			r.waitProbes()
+			r.probes.Wait()
 			old, _ := os.ReadFile(path)
 			if len(old) <= leave {
 				t.Fatalf("the registry is %d bytes: too small to fail part-way", len(old))
@@ -161,7 +161,7 @@ func TestFullDiskRegistry_F2(t *testing.T) {
 			if _, err := r.Put(Console{ID: "new", Addr: "127.0.0.1:9999"}); err != nil {
 				t.Fatalf("registering with room again: %v", err)
 			}
-			r.waitProbes()
+			r.probes.Wait()
 			if again, err := LoadRegistry(path, nil); err != nil || len(again.snapshot()) != 49 {
 				t.Fatalf("reloaded with room again: %v", err)
 			}

@@ -264,7 +264,7 @@ func TestNewConsoleHealthUnknown_S8(t *testing.T) {
 		t.Errorf("probed %s", addr)
 	}
 	d.answer <- nil
-	r.waitProbes()
+	r.probes.Wait()
 	if c := healthOf(t, r, "alpha"); c.Health != HealthUp || !c.Up {
 		t.Errorf("S8 after a probe that answered: %q %v", c.Health, c.Up)
 	}
@@ -284,7 +284,7 @@ func TestNewConsoleHealthUnknown_S8(t *testing.T) {
 		t.Errorf("probed %s", addr)
 	}
 	d.answer <- syscall.ECONNREFUSED
-	r.waitProbes()
+	r.probes.Wait()
 	if c := healthOf(t, r, "alpha"); c.Health != HealthDown || c.Up {
 		t.Errorf("S8 after a probe that found nothing: %q %v", c.Health, c.Up)
 	}
@@ -300,7 +300,7 @@ func TestStaleProbeDoesNotOverrule_S8(t *testing.T) {
 	d.probed(t)         // the probe dialled while alpha was alive...
 	r.markDown("alpha") // ...then a forward failed
 	d.answer <- nil
-	r.waitProbes()
+	r.probes.Wait()
 	if c := healthOf(t, r, "alpha"); c.Health != HealthDown {
 		t.Errorf("S8 a stale probe overruled a newer failure: %q", c.Health)
 	}
@@ -346,7 +346,7 @@ func TestIndexShowsHealth_S8(t *testing.T) {
 		}
 	}
 	d := startDoor(t)
-	d.srv.registry.waitProbes()
+	d.srv.registry.probes.Wait()
 	body := d.raw(d.localReq("GET", "/fleet/v1/consoles", "", d.bearer())).body
 	if !strings.Contains(body, `"health": "up"`) || !strings.Contains(body, `"up": true`) {
 		t.Errorf(`S8 the API listing lacks "health": "up" beside "up": true: %s`, body)
