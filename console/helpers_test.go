@@ -60,13 +60,12 @@ func (c *fakeClock) Advance(d time.Duration) {
 }
 
 type env struct {
-	t        testing.TB
-	dir      string // <stateHome>
-	tokPath  string
-	clock    *fakeClock
-	logs     *syncBuffer
-	v        *Verifier
-	proxyHdr string
+	t       testing.TB
+	dir     string // <stateHome>
+	tokPath string
+	clock   *fakeClock
+	logs    *syncBuffer
+	v       *Verifier
 }
 
 // newEnv makes a <stateHome> whose fleet.token holds tok and a Verifier following it on a fake clock.

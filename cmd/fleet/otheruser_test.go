@@ -20,6 +20,10 @@ import (
 // otheruser.UID.
 const otherUserHelperEnv = "FLEET_CMD_OTHERUSER_HELPER"
 
+// otherUserHeldConns keeps the helper's accepted connections reachable, and so open: a net.Conn
+// that is garbage collected is closed. Only the helper's accept loop touches it.
+var otherUserHeldConns []net.Conn
+
 // TestOtherUserHelperProcess is not a test: run as another local user by otheruser.Start with
 // $FLEET_CMD_OTHERUSER_HELPER=listen:PORT, it listens on 127.0.0.1:PORT, says "LISTENING" and
 // holds the port (accepting and keeping connections) until its stdin closes.
@@ -39,13 +43,12 @@ func TestOtherUserHelperProcess(t *testing.T) {
 		os.Exit(1)
 	}
 	go func() {
-		var kept []net.Conn
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			kept = append(kept, c)
+			otherUserHeldConns = append(otherUserHeldConns, c)
 		}
 	}()
 	fmt.Println("LISTENING")

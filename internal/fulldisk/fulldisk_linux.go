@@ -74,13 +74,3 @@ func Fill(t testing.TB, dir string, leave int) string {
 	}
 	return path
 }
-
-// Free reports how many bytes the filesystem that holds dir has free.
-func Free(t testing.TB, dir string) int64 {
-	t.Helper()
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(dir, &st); err != nil {
-		t.Fatal(err)
-	}
-	return int64(st.Bavail) * int64(st.Bsize)
-}

@@ -17,10 +17,3 @@ func Fill(t testing.TB, dir string, leave int) string {
 	t.Skip("full-disk test skipped: needs Linux")
 	return ""
 }
-
-// Free is not reached: Mount has skipped the test.
-func Free(t testing.TB, dir string) int64 {
-	t.Helper()
-	t.Skip("full-disk test skipped: needs Linux")
-	return 0
-}

@@ -236,7 +236,7 @@ func procNetUseFiles(t *testing.T, contents ...string) {
 	t.Cleanup(func() { procNetFiles = old })
 }
 
-var procNetErrAny = errors.New("any error")
+var errProcNetAny = errors.New("any error")
 
 func TestPeerUIDProcNetFiles(t *testing.T) {
 	if runtime.GOOS != "linux" {
@@ -248,7 +248,7 @@ func TestPeerUIDProcNetFiles(t *testing.T) {
 		files         []string
 		local, remote netip.AddrPort
 		wantUID       uint32
-		wantErr       error // nil: want wantUID; procNetErrAny: any error
+		wantErr       error // nil: want wantUID; errProcNetAny: any error
 	}{
 		{name: "v4 in tcp", files: []string{procNetSampleV4, procNetHeader6}, local: procNetServer4, remote: procNetClient4, wantUID: 997},
 		{name: "v6 in tcp6", files: []string{procNetHeader4, procNetSampleV6}, local: procNetServer6, remote: procNetClient6, wantUID: 997},
@@ -257,10 +257,10 @@ func TestPeerUIDProcNetFiles(t *testing.T) {
 		{name: "same uid in both tables", files: []string{procNetSampleV4, procNetSampleMappedClient6}, local: procNetServer4, remote: procNetClient4, wantUID: 997},
 		{name: "different uids across tables", files: []string{procNetSampleV4, strings.Replace(procNetSampleMappedClient6, " 997 ", " 0 ", 1)}, local: procNetServer4, remote: procNetClient4, wantErr: ErrPeerUIDAmbiguous},
 		{name: "not found", files: []string{procNetSampleV4, procNetSampleV6}, local: procNetServer4, remote: netip.MustParseAddrPort("127.0.0.1:1"), wantErr: ErrPeerUIDNotFound},
-		{name: "all tables missing", files: []string{"", ""}, local: procNetServer4, remote: procNetClient4, wantErr: procNetErrAny},
-		{name: "local not loopback", files: []string{strings.ReplaceAll(procNetSampleV4, "0100007F", "0101A8C0"), ""}, local: netip.MustParseAddrPort("192.168.1.1:7420"), remote: netip.MustParseAddrPort("192.168.1.1:53924"), wantErr: procNetErrAny},
-		{name: "zero value", files: []string{procNetSampleV4, ""}, wantErr: procNetErrAny},
-		{name: "port 0", files: []string{procNetSampleV4, ""}, local: procNetServer4, remote: netip.MustParseAddrPort("127.0.0.1:0"), wantErr: procNetErrAny},
+		{name: "all tables missing", files: []string{"", ""}, local: procNetServer4, remote: procNetClient4, wantErr: errProcNetAny},
+		{name: "local not loopback", files: []string{strings.ReplaceAll(procNetSampleV4, "0100007F", "0101A8C0"), ""}, local: netip.MustParseAddrPort("192.168.1.1:7420"), remote: netip.MustParseAddrPort("192.168.1.1:53924"), wantErr: errProcNetAny},
+		{name: "zero value", files: []string{procNetSampleV4, ""}, wantErr: errProcNetAny},
+		{name: "port 0", files: []string{procNetSampleV4, ""}, local: procNetServer4, remote: netip.MustParseAddrPort("127.0.0.1:0"), wantErr: errProcNetAny},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -271,7 +271,7 @@ func TestPeerUIDProcNetFiles(t *testing.T) {
 				if err != nil || uid != tt.wantUID {
 					t.Fatalf("PeerUID = %d, %v; want %d", uid, err, tt.wantUID)
 				}
-			case tt.wantErr == procNetErrAny:
+			case tt.wantErr == errProcNetAny:
 				if err == nil || uid != 0 {
 					t.Fatalf("PeerUID = %d, %v; want an error", uid, err)
 				}
