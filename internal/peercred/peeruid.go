@@ -64,11 +64,6 @@ var procNetFiles = []string{"/proc/net/tcp", "/proc/net/tcp6"}
 // procNetInvalidUID is (uid_t)-1: "no uid". It is never a valid answer.
 const procNetInvalidUID = 1<<32 - 1
 
-// procNetMaxBytes bounds how much of one /proc/net/tcp{,6} table is read (about 220,000 sockets,
-// a few hundred milliseconds): past it the lookup fails closed. It is only read where netlink is
-// refused. A busy machine holds tens of thousands of TIME_WAIT sockets; 4 MiB was seen too small.
-var procNetMaxBytes int64 = 32 << 20
-
 // procNetMaxLine bounds a line of /proc/net/tcp{,6}; a real one is under 200 bytes. Longer
 // lines are skipped.
 const procNetMaxLine = 4096

@@ -21,6 +21,11 @@ import (
 // and /proc is not read atomically. About a quarter of a second in all, then an error.
 var peerBackoff = []time.Duration{0, time.Millisecond, 5 * time.Millisecond, 20 * time.Millisecond, 50 * time.Millisecond, 170 * time.Millisecond}
 
+// procNetMaxBytes bounds how much of one /proc/net/tcp{,6} table is read (about 220,000 sockets,
+// a few hundred milliseconds): past it the lookup fails closed. It is only read where netlink is
+// refused. A busy machine holds tens of thousands of TIME_WAIT sockets; 4 MiB is too small there.
+var procNetMaxBytes int64 = 32 << 20
+
 // PeerUID returns the uid that owns the socket at the other end of a loopback TCP connection
 // whose local address is local and remote address is remote (as seen by the server).
 //
