@@ -19,9 +19,13 @@
 //     SSH, a raw Serve TCP forward, an outbound proxy of tailscaled's — nothing on that door is
 //     verified (401 tcp-forwardable).
 //   - S10 (host.go): a loopback name, or this machine's Tailscale name or address.
+//   - G1 (grants.go): which consoles a verified user may open — the app capability
+//     phase-console.dev/cap/fleet in WhoIs's CapMap, read once per WhoIs answer and cached with
+//     it, else the profile's access.mode (SetAccess) — judged after S5 and before the door
+//     looks the console up: 403 not-granted, the same for a console that does not exist.
 //
-// Who may open which console (SPEC G1, from WhoIs's CapMap) and the discovery of the tailnet's
-// other machines (G2, from tailscaled's status of peers) belong here too; neither is implemented.
+// The discovery of the tailnet's other machines (G2, from tailscaled's status of peers) belongs
+// here too; it is not implemented.
 //
 // It must never forward anything or write a response: it returns a proxy.Caller or a
 // proxy.Refusal, and the door writes it. The login it asserts is WhoIs's, never the caller's

@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/phase-console/fleet/access"
 	"github.com/phase-console/fleet/internal/echoconsole"
 	"github.com/phase-console/fleet/internal/peercred"
 	"github.com/phase-console/fleet/internal/rawhttp"
@@ -102,6 +103,8 @@ func (f *fakeTailnet) commandLine(sock string) func(ctx context.Context) ([]stri
 type fakePeer struct {
 	login  string
 	tagged bool
+	// caps, if not nil, is the peer's CapMap in WhoIs (app capability grants, SPEC G1).
+	caps tailcfg.PeerCapMap
 }
 
 func newFakeTailnet() *fakeTailnet {
@@ -145,7 +148,7 @@ func (f *fakeTailnet) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if p.tagged {
 			n.Tags = []string{"tag:ci"}
 		}
-		json.NewEncoder(w).Encode(&apitype.WhoIsResponse{Node: n, UserProfile: &tailcfg.UserProfile{LoginName: p.login}})
+		json.NewEncoder(w).Encode(&apitype.WhoIsResponse{Node: n, UserProfile: &tailcfg.UserProfile{LoginName: p.login}, CapMap: p.caps})
 	case "/localapi/v0/prefs":
 		if f.prefsDown {
 			http.Error(w, "prefs unavailable", http.StatusInternalServerError)
@@ -213,8 +216,10 @@ type door struct {
 	addr    string // 127.0.0.1:port
 	tailnet *fakeTailnet
 	alpha   *echoConsole
-	logs    *syncBuffer
-	stop    chan struct{}
+	// build1 and beta are two more consoles, for the grants' tests (SPEC G1).
+	build1, beta *echoConsole
+	logs         *syncBuffer
+	stop         chan struct{}
 
 	// Set by rawMany: how many fleet.rejected lines there were before the last exchange, and
 	// how many requests it held.
@@ -243,6 +248,8 @@ func startDoorWith(t testing.TB, tn *fakeTailnet, opts ...doorOption) *door {
 		TailscaledUID:  uid(os.Getuid()),
 		TailscaledArgs: tn.commandLine(api.Socket),
 		LocalAPIHint:   "socket " + api.Socket,
+		Access:         access.ModeTailnet,
+		Log:            log,
 	}
 	for _, o := range opts {
 		o(&cfg)
@@ -253,13 +260,15 @@ func startDoorWith(t testing.TB, tn *fakeTailnet, opts ...doorOption) *door {
 	}
 	d := &door{t: t, v: v, tailnet: tn, logs: logs, stop: make(chan struct{})}
 	d.alpha = &echoConsole{echoconsole.New(t)}
+	d.build1 = &echoConsole{echoconsole.New(t)}
+	d.beta = &echoConsole{echoconsole.New(t)}
 	hop := proxy.NewHop(log, proxy.MarkDownFunc(func(string) {}), proxy.DialConsole)
 	d.judge = &proxy.Door{
 		Hop:       hop,
 		Log:       log,
 		Host:      v,
 		Callers:   v,
-		Consoles:  consoles{"alpha": d.alpha.addr()},
+		Consoles:  consoles{"alpha": d.alpha.addr(), "build-1": d.build1.addr(), "beta": d.beta.addr()},
 		Token:     fixedToken(testToken),
 		FromServe: true,
 	}

@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/phase-console/fleet/access"
 	"github.com/phase-console/fleet/proxy"
 	"tailscale.com/client/tailscale/apitype"
 	"tailscale.com/ipn"
@@ -43,6 +46,13 @@ type Config struct {
 	LocalAPIHint string
 	// Now is the clock of every cache and of the forward watch. Nil: time.Now.
 	Now func() time.Time
+	// Access is the profile's access.mode at start (SPEC G1; SetAccess changes it): what a
+	// verified caller whose WhoIs carries no grant may open. Anything but access.ModeTailnet,
+	// the empty Mode included, is access.ModeGrants: nothing.
+	Access access.Mode
+	// Log receives the warnings of a capability value that grants nothing because it is
+	// malformed. Nil: slog.Default().
+	Log *slog.Logger
 }
 
 // localAPITimeout bounds one LocalAPI call. WhoIs of an unknown ip:port takes ~360 ms in tailscaled.
@@ -63,6 +73,10 @@ type Verifier struct {
 	apiHint       string
 	forwards      *forwardWatch // SPEC S5e
 	lookups       chan struct{} // peer-uid lookup slots (maxPeerLookups)
+	log           *slog.Logger
+	// tailnetMode: access.mode is tailnet, so a caller without the capability opens every
+	// console (SPEC G1); false is grants, and the zero Verifier's.
+	tailnetMode atomic.Bool
 
 	// One LocalAPI call at a time per question: parallel first requests share its answer.
 	whoisFlight  singleflight.Group[string, whoIsEntry]
@@ -87,7 +101,10 @@ func New(cfg Config) (*Verifier, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Verifier{
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	v := &Verifier{
 		api:           cfg.LocalAPI,
 		tailscaledUID: cfg.TailscaledUID,
 		now:           cfg.Now,
@@ -95,7 +112,10 @@ func New(cfg Config) (*Verifier, error) {
 		whois:         map[netip.Addr]whoIsEntry{},
 		forwards:      newForwardWatch(cfg.LocalAPI, cfg.TailscaledArgs, cfg.Now),
 		lookups:       make(chan struct{}, maxPeerLookups),
-	}, nil
+		log:           cfg.Log,
+	}
+	v.SetAccess(cfg.Access)
+	return v, nil
 }
 
 func unverified(detail string) *proxy.Refusal {

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/phase-console/fleet/access"
 	"github.com/phase-console/fleet/contract"
 	"github.com/phase-console/fleet/proxy"
 	"tailscale.com/client/local"
@@ -34,6 +35,10 @@ type whoIsEntry struct {
 	resp    *apitype.WhoIsResponse
 	err     error // nil or local.ErrPeerNotFound: other errors are not cached
 	expires time.Time
+	// capable: resp carries the capability access.CapabilityName (SPEC G1), whose well-formed
+	// values grant what grant allows; read once, when the answer is cached (grants.go).
+	capable bool
+	grant   *access.Grant
 }
 
 // refuseSelf answers a request from this node's own Tailscale address (403 self).
@@ -42,41 +47,65 @@ func refuseSelf() *proxy.Refusal {
 		"a request from this machine itself through its own Tailscale address proves nothing about its user; open the console on this machine directly")
 }
 
-// VerifyCaller judges r under SPEC S5 and returns the verified caller: a tailnet user's login, as
-// tailscaled's WhoIs names it, and the Tailscale address Serve named. Every other outcome is a
-// refusal — 401 unverified, 401 tcp-forwardable, 401 identity-mismatch, 403 funnel, 403
-// tagged-node, 403 self — and so is any error, a LocalAPI that does not answer included: it never
-// returns a caller it did not verify, nor a login that looks like device:…. consoleID is not
-// used; it makes a Verifier a proxy.CallerVerifier.
+// VerifyCaller judges r under SPEC S5 and G1 and returns the verified caller: a tailnet user's
+// login, as tailscaled's WhoIs names it, and the Tailscale address Serve named, when that user
+// may open the console consoleID. Every other outcome is a refusal — 401 unverified, 401
+// tcp-forwardable, 401 identity-mismatch, 403 funnel, 403 tagged-node, 403 self, 403
+// not-granted — and so is any error, a LocalAPI that does not answer included: it never returns
+// a caller it did not verify, nor a login that looks like device:…, nor a caller for a console
+// it may not open. 403 not-granted says nothing of whether consoleID exists; an empty consoleID
+// is never granted (the index asks VerifyViewer).
 //
 // The order: the connection's own facts (S5a, S5b; judged once per connection), the forward
-// watch (S5e), Funnel (S5c), X-Forwarded-For (S5c), this node's own address, WhoIs (S5c) and
-// Tailscale-User-Login (S5d).
+// watch (S5e), Funnel (S5c), X-Forwarded-For (S5c), this node's own address, WhoIs (S5c),
+// Tailscale-User-Login (S5d), then the caller's grant (G1).
 func (v *Verifier) VerifyCaller(r *http.Request, consoleID string) (proxy.Caller, *proxy.Refusal) {
+	who, e, ref := v.verify(r)
+	if ref != nil {
+		return proxy.Caller{}, ref
+	}
+	if !v.grantFor(&e).Allows(consoleID) {
+		return proxy.Caller{}, notGranted()
+	}
+	return who, nil
+}
+
+// VerifyViewer judges r as VerifyCaller does, for a page that is about consoles rather than one
+// of them (the index): the verified caller and the Grant of what it may open (never nil).
+func (v *Verifier) VerifyViewer(r *http.Request) (proxy.Caller, *access.Grant, *proxy.Refusal) {
+	who, e, ref := v.verify(r)
+	if ref != nil {
+		return proxy.Caller{}, nil, ref
+	}
+	return who, v.grantFor(&e), nil
+}
+
+// verify is S5 (see VerifyCaller) and the caller's cached WhoIs answer.
+func (v *Verifier) verify(r *http.Request) (proxy.Caller, whoIsEntry, *proxy.Refusal) {
 	ctx := r.Context()
 	facts := factsOf(r)
 	if facts == nil {
-		return proxy.Caller{}, unverified("the connection was not judged")
+		return proxy.Caller{}, whoIsEntry{}, unverified("the connection was not judged")
 	}
 	if ref := v.judgeConnOnce(ctx, facts); ref != nil {
-		return proxy.Caller{}, ref
+		return proxy.Caller{}, whoIsEntry{}, ref
 	}
 	// S5e: a door that tailscaled can carry a peer's raw bytes to proves nothing by its uid.
 	if ref := v.forwards.judgeConn(ctx, facts.door, facts.epoch); ref != nil {
-		return proxy.Caller{}, ref
+		return proxy.Caller{}, whoIsEntry{}, ref
 	}
 
 	// S5c: Funnel traffic is never a tailnet user.
 	if contract.HasHeaderFold(r.Header, "Tailscale-Funnel-Request") {
-		return proxy.Caller{}, proxy.Refuse(http.StatusForbidden, "funnel", "requests from the public internet (Funnel) are refused")
+		return proxy.Caller{}, whoIsEntry{}, proxy.Refuse(http.StatusForbidden, "funnel", "requests from the public internet (Funnel) are refused")
 	}
 	xff := r.Header.Values("X-Forwarded-For")
 	if len(xff) != 1 || strings.Contains(xff[0], ",") {
-		return proxy.Caller{}, unverified("the request did not come through Tailscale Serve (want exactly one X-Forwarded-For)")
+		return proxy.Caller{}, whoIsEntry{}, unverified("the request did not come through Tailscale Serve (want exactly one X-Forwarded-For)")
 	}
 	ip, err := netip.ParseAddr(strings.TrimSpace(xff[0]))
 	if err != nil || !tsaddr.IsTailscaleIP(ip.Unmap()) {
-		return proxy.Caller{}, unverified("X-Forwarded-For is not a Tailscale address")
+		return proxy.Caller{}, whoIsEntry{}, unverified("X-Forwarded-For is not a Tailscale address")
 	}
 	ip = ip.Unmap()
 	// This node's own address: a process on this very machine, of any user, that connected to
@@ -84,42 +113,44 @@ func (v *Verifier) VerifyCaller(r *http.Request, consoleID string) (proxy.Caller
 	// nothing says that process is the owner.
 	st, ref := v.tailscaleStatus(ctx)
 	if ref != nil {
-		return proxy.Caller{}, ref
+		return proxy.Caller{}, whoIsEntry{}, ref
 	}
 	if slices.Contains(st.TailscaleIPs, ip) || (st.Self != nil && slices.Contains(st.Self.TailscaleIPs, ip)) {
-		return proxy.Caller{}, refuseSelf()
+		return proxy.Caller{}, whoIsEntry{}, refuseSelf()
 	}
-	who, ref := v.whoIs(ctx, ip)
+	e, ref := v.whoIs(ctx, ip)
 	if ref != nil {
-		return proxy.Caller{}, ref
+		return proxy.Caller{}, whoIsEntry{}, ref
 	}
+	who := e.resp
 	if who.Node != nil && st.Self != nil && who.Node.StableID != "" && who.Node.StableID == st.Self.ID {
-		return proxy.Caller{}, refuseSelf()
+		return proxy.Caller{}, whoIsEntry{}, refuseSelf()
 	}
 	if who.Node != nil && who.Node.IsTagged() {
-		return proxy.Caller{}, proxy.Refuse(http.StatusForbidden, "tagged-node", "tagged nodes are not people; only a user's device is let in")
+		return proxy.Caller{}, whoIsEntry{}, proxy.Refuse(http.StatusForbidden, "tagged-node", "tagged nodes are not people; only a user's device is let in")
 	}
 	if who.Node == nil || who.UserProfile == nil || who.UserProfile.LoginName == "" {
-		return proxy.Caller{}, unverified("tailscaled did not name a user for the caller")
+		return proxy.Caller{}, whoIsEntry{}, unverified("tailscaled did not name a user for the caller")
 	}
 	login := who.UserProfile.LoginName
 	if strings.HasPrefix(strings.ToLower(login), "device:") {
-		return proxy.Caller{}, unverified("a tailnet login never looks like a paired device")
+		return proxy.Caller{}, whoIsEntry{}, unverified("a tailnet login never looks like a paired device")
 	}
 	// S5d: what Serve told us must agree with what WhoIs says.
 	if sent := r.Header.Values("Tailscale-User-Login"); len(sent) > 0 {
 		if len(sent) != 1 {
-			return proxy.Caller{}, proxy.Refuse(http.StatusUnauthorized, "identity-mismatch", "more than one Tailscale-User-Login")
+			return proxy.Caller{}, whoIsEntry{}, proxy.Refuse(http.StatusUnauthorized, "identity-mismatch", "more than one Tailscale-User-Login")
 		}
 		decoded, err := new(mime.WordDecoder).DecodeHeader(sent[0])
 		if err != nil || decoded != login {
-			return proxy.Caller{}, proxy.Refuse(http.StatusUnauthorized, "identity-mismatch", "Tailscale-User-Login does not agree with tailscaled's WhoIs")
+			return proxy.Caller{}, whoIsEntry{}, proxy.Refuse(http.StatusUnauthorized, "identity-mismatch", "Tailscale-User-Login does not agree with tailscaled's WhoIs")
 		}
 	}
-	return proxy.Caller{Login: login, IP: ip}, nil
+	return proxy.Caller{Login: login, IP: ip}, e, nil
 }
 
-func (v *Verifier) whoIs(ctx context.Context, ip netip.Addr) (*apitype.WhoIsResponse, *proxy.Refusal) {
+// whoIs is the cached WhoIs answer for ip, asked of tailscaled when there is none fresh.
+func (v *Verifier) whoIs(ctx context.Context, ip netip.Addr) (whoIsEntry, *proxy.Refusal) {
 	e, ok := v.cachedWhoIs(ip)
 	if !ok {
 		addr := ip.String() // as tailscaled is asked; the cache is keyed by ip (no text per request)
@@ -136,6 +167,7 @@ func (v *Verifier) whoIs(ctx context.Context, ip netip.Addr) (*apitype.WhoIsResp
 				return whoIsEntry{}, err
 			}
 			e := whoIsEntry{resp: resp, err: err, expires: now.Add(whoIsTTL)}
+			e.capable, e.grant = v.readCapability(resp) // once per answer (G1), not per request
 			v.mu.Lock()
 			if len(v.whois) >= maxWhoIsCache {
 				v.whois = make(map[netip.Addr]whoIsEntry)
@@ -145,14 +177,14 @@ func (v *Verifier) whoIs(ctx context.Context, ip netip.Addr) (*apitype.WhoIsResp
 			return e, nil
 		})
 		if res.Err != nil {
-			return nil, v.apiDown(res.Err)
+			return whoIsEntry{}, v.apiDown(res.Err)
 		}
 		e = res.Val
 	}
 	if e.err != nil || e.resp == nil {
-		return nil, unverified("tailscaled does not know the caller's address")
+		return whoIsEntry{}, unverified("tailscaled does not know the caller's address")
 	}
-	return e.resp, nil
+	return e, nil
 }
 
 // cachedWhoIs returns the cached WhoIs answer for addr while it is fresh.
