@@ -90,47 +90,61 @@ func (e *ProfileError) Error() string {
 // naming the path and the command that fixes it; nothing is ever re-permissioned. The file is
 // checked and read through one descriptor, so it cannot be swapped between the check and the read.
 func LoadProfile(stateHome string) (Profile, error) {
+	b, err := ReadProfileFile(stateHome)
+	if err != nil || b == nil {
+		return closed, err
+	}
+	p, err := ParseProfile(b)
+	if err != nil {
+		var pe *ProfileError
+		if errors.As(err, &pe) {
+			pe.Path = filepath.Join(stateHome, ProfileFile)
+		}
+		return closed, err
+	}
+	return p, nil
+}
+
+// ReadProfileFile reads <stateHome>/machine-profile.yaml under F1 as LoadProfile does, for the
+// sections that are not reach's (the access: section, package access): nil and no error when
+// there is no file, an error when F1 refuses it or it cannot be read.
+func ReadProfileFile(stateHome string) ([]byte, error) {
 	path := filepath.Join(stateHome, ProfileFile)
 	if err := state.CheckHome(stateHome); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return closed, nil
+			return nil, nil
 		}
-		return closed, err
+		return nil, err
 	}
 	// O_NOFOLLOW refuses a symbolic link; O_NONBLOCK keeps a FIFO put in its place from hanging
 	// the open (fstat then refuses it).
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return closed, nil
+			return nil, nil
 		}
 		if errors.Is(err, syscall.ELOOP) {
-			return closed, &state.ModeError{Path: path, Mode: fs.ModeSymlink, Why: "is a symbolic link",
+			return nil, &state.ModeError{Path: path, Mode: fs.ModeSymlink, Why: "is a symbolic link",
 				Fix: "replace it with the file it points to"}
 		}
-		return closed, fmt.Errorf("read %s: %w", path, err)
+		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return closed, fmt.Errorf("read %s: %w", path, err)
+		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
 	if err := checkProfileFile(path, st); err != nil {
-		return closed, err
+		return nil, err
 	}
 	b, err := io.ReadAll(io.LimitReader(f, MaxProfileSize+1))
 	if err != nil {
-		return closed, fmt.Errorf("read %s: %w", path, err)
+		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
-	p, err := ParseProfile(b)
-	if err != nil {
-		var pe *ProfileError
-		if errors.As(err, &pe) {
-			pe.Path = path
-		}
-		return closed, err
+	if b == nil {
+		b = []byte{} // an empty file is a file
 	}
-	return p, nil
+	return b, nil
 }
 
 // checkProfileFile is F1 for the profile: a regular file of ours that neither group nor world can

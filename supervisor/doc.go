@@ -15,6 +15,9 @@
 //   - S8: the registry API /fleet/v1/consoles (bearer, local only) and consoles.json.
 //   - R1: the direct-reach door opens, moves and closes with the machine profile (reach.go),
 //     never touching the loopback door.
+//   - G1: the profile's access: section is in force from the first request and follows the
+//     file as reach: does (access.go; a refused section is access.ModeGrants), and the index
+//     lists only the consoles its caller may open (index.go).
 //
 // It must never serve a door whose connections the tailnet.Verifier did not see accepted (every
 // listener's server takes its ConnContext, and each door is watched before its first accept), so

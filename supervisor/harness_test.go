@@ -86,6 +86,8 @@ func (f *fakeTailnet) commandLine(sock string) func(ctx context.Context) ([]stri
 type fakePeer struct {
 	login  string
 	tagged bool
+	// caps, if not nil, is the peer's CapMap in WhoIs (app capability grants, SPEC G1).
+	caps tailcfg.PeerCapMap
 }
 
 func newFakeTailnet() *fakeTailnet {
@@ -129,7 +131,7 @@ func (f *fakeTailnet) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if p.tagged {
 			n.Tags = []string{"tag:ci"}
 		}
-		json.NewEncoder(w).Encode(&apitype.WhoIsResponse{Node: n, UserProfile: &tailcfg.UserProfile{LoginName: p.login}})
+		json.NewEncoder(w).Encode(&apitype.WhoIsResponse{Node: n, UserProfile: &tailcfg.UserProfile{LoginName: p.login}, CapMap: p.caps})
 	case "/localapi/v0/prefs":
 		if f.prefsDown {
 			http.Error(w, "prefs unavailable", http.StatusInternalServerError)

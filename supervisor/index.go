@@ -3,6 +3,7 @@ package supervisor
 import (
 	"html/template"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/phase-console/fleet/proxy"
@@ -19,13 +20,14 @@ var indexPage = template.Must(template.New("index").Parse(`<!doctype html>
 <body><h1>fleet</h1><p>Signed in as <b>{{.Login}}</b>.</p>
 {{if .Consoles}}<ul>{{range .Consoles}}<li><a href="{{.URL}}">{{if .Name}}{{.Name}}{{else}}{{.ID}}{{end}}</a>
 <small>{{.ID}}</small> <span class="{{.Health}}">{{.Health}}</span></li>
-{{end}}</ul>{{else}}<p>No console is registered on this machine yet.</p>{{end}}
+{{end}}</ul>{{else}}<p>No console here that you may open.</p>{{end}}
 </body></html>
 `))
 
-// serveIndex is "/" for a verified caller: the consoles, their health and links.
+// serveIndex is "/" for a verified caller: the consoles it may open (SPEC G1), their health and
+// links. A console it may not open is not shown, in either form.
 func (s *Server) serveIndex(w http.ResponseWriter, r *http.Request) {
-	who, ref := s.tailnet.VerifyCaller(r, "")
+	who, grant, ref := s.tailnet.VerifyViewer(r)
 	if ref != nil {
 		proxy.WriteRefusal(w, r, s.log, s.hintLocalCaller(r, ref, ""))
 		return
@@ -34,7 +36,7 @@ func (s *Server) serveIndex(w http.ResponseWriter, r *http.Request) {
 		proxy.WriteRefusal(w, r, s.log, proxy.Refuse(http.StatusMethodNotAllowed, "method", "only GET here"))
 		return
 	}
-	consoles := s.registry.List()
+	consoles := slices.DeleteFunc(s.registry.List(), func(c ConsoleStatus) bool { return !grant.Allows(c.ID) })
 	if strings.Contains(r.Header.Get("Accept"), "application/json") {
 		for i := range consoles {
 			consoles[i].Addr = "" // callers need the link, not the loopback port

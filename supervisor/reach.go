@@ -71,8 +71,9 @@ func (s *Server) pairingPages(d *reach.Door, reg *pairing.Register) http.Handler
 func (s *Server) reachDir() string { return filepath.Join(s.fleetDir, "reach") }
 
 // ReloadReach reads the machine profile now and opens, moves or closes the direct-reach door to
-// match. The loopback door is never touched.
+// match, and puts its access: section in force (access.go). The loopback door is never touched.
 func (s *Server) ReloadReach() {
+	s.reloadAccess()
 	rs := &s.reach
 	rs.mu.Lock()
 	defer rs.mu.Unlock()

@@ -17,6 +17,7 @@ import (
 	"tailscale.com/client/local"
 	"tailscale.com/paths"
 
+	"github.com/phase-console/fleet/access"
 	"github.com/phase-console/fleet/internal/peercred"
 	"github.com/phase-console/fleet/internal/state"
 	"github.com/phase-console/fleet/pairing"
@@ -83,6 +84,7 @@ type Server struct {
 	httpSrv   *http.Server
 	conns     *fastloop.ConnServer // serves httpSrv's connections: the fast loop, then net/http
 	reach     reachState           // the direct-reach door (reach.go)
+	access    accessState          // the profile's access: section (access.go)
 	bgOnce    sync.Once            // starts the token watch, the probes and the reach door, once
 	closeOnce sync.Once
 }
@@ -140,10 +142,14 @@ func New(cfg Config) (*Server, error) {
 		TailscaledArgs: cfg.TailscaledArgs,
 		LocalAPIHint:   fmt.Sprintf("is tailscaled running? Check with 'tailscale status' (socket %s, --tailscale-socket)", cfg.TailscaleSocket),
 		Now:            cfg.Now,
+		Access:         access.ModeGrants, // until the profile is read, just below
+		Log:            cfg.Logger,
 	})
 	if err != nil {
 		return nil, err
 	}
+	s.access.settings = access.Refused
+	s.reloadAccess() // G1: in force before the first request is judged
 	// The hop dials only consoles run by this same user (the fleet token rides on every hop).
 	s.hop = proxy.NewHop(cfg.Logger, proxy.MarkDownFunc(reg.markDown), proxy.DialConsole)
 	if cfg.BodyIdleTimeout > 0 {
