@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"time"
+
+	"github.com/phase-console/fleet/access"
 )
 
 // Pairing codes (SPEC R8).
@@ -45,6 +47,9 @@ type codeRecord struct {
 	Expires        time.Time `json:"expires"`
 	WrongPasswords int       `json:"wrong_passwords"`
 	Used           bool      `json:"used,omitempty"`
+	// Consoles are the patterns the device paired with this code may open (SPEC G1); absent
+	// is every console.
+	Consoles *[]string `json:"consoles,omitempty"`
 }
 
 type codesFile struct {
@@ -59,6 +64,12 @@ func (f *codesFile) version() int { return f.Version }
 // --name N` gives it; Redeem returns it. Only the code's SHA-256 is stored, in codes.json among the
 // outstanding codes, under the folder's lock; codes long dead are pruned.
 func IssueCode(dir, name string, now time.Time) (string, error) {
+	return IssueCodeFor(dir, name, access.Everything, now)
+}
+
+// IssueCodeFor is IssueCode for a device that may open only consoles (nil: none), as `fleet
+// reach pair --consoles` gives them; RedeemCode returns them with the name.
+func IssueCodeFor(dir, name string, consoles *access.Grant, now time.Time) (string, error) {
 	name = cleanName(name)
 	code, err := newCode()
 	if err != nil {
@@ -78,11 +89,12 @@ func IssueCode(dir, name string, now time.Time) (string, error) {
 				return errCodeClash
 			}
 		}
-		f.Codes = append(f.Codes, codeRecord{SHA256: sum, Name: name, Issued: now.UTC(), Expires: now.Add(CodeTTL).UTC()})
+		f.Codes = append(f.Codes, codeRecord{SHA256: sum, Name: name, Issued: now.UTC(), Expires: now.Add(CodeTTL).UTC(),
+			Consoles: patternsOf(consoles)})
 		return writeJSON(path, f)
 	})
 	if errors.Is(err, errCodeClash) {
-		return IssueCode(dir, name, now)
+		return IssueCodeFor(dir, name, consoles, now)
 	}
 	if err != nil {
 		return "", err
@@ -139,16 +151,31 @@ func NormalizeCode(in string) (code string, ok bool) {
 // moving is never cut off (SPEC S9), and a time read before it would let a code that expired
 // while the form was on its way pair a device (R8: valid 5 minutes).
 func RedeemWithClock(dir, code string, clock func() time.Time, checkPassword func() (bool, error)) (name string, err error) {
+	issued, err := RedeemCode(dir, code, clock, checkPassword)
+	return issued.Name, err
+}
+
+// Issued is what a pairing code was issued for: the name of the device it pairs and what that
+// device may open.
+type Issued struct {
+	Name     string
+	Consoles *access.Grant // never nil when RedeemCode returns no error
+}
+
+// RedeemCode is RedeemWithClock, returning what the code was issued for: the name and the
+// consoles that the device it pairs may open (SPEC G1).
+func RedeemCode(dir, code string, clock func() time.Time, checkPassword func() (bool, error)) (Issued, error) {
+	var issued Issued
 	norm, ok := NormalizeCode(code)
 	if !ok {
-		return "", ErrNoSuchCode
+		return Issued{}, ErrNoSuchCode
 	}
 	if clock == nil {
 		clock = time.Now
 	}
 	sum := codeHash(norm)
 	path := filepath.Join(dir, CodesFile)
-	err = withLock(dir, func() error {
+	err := withLock(dir, func() error {
 		now := clock() // under the lock: the time the code is used (see above)
 		f, err := readCodes(path)
 		if err != nil {
@@ -184,14 +211,17 @@ func RedeemWithClock(dir, code string, clock func() time.Time, checkPassword fun
 		}
 		c.WrongPasswords--
 		c.Used = true
-		name = c.Name
+		issued.Name = c.Name
+		if issued.Consoles, err = consolesOf(c.Consoles); err != nil {
+			issued.Consoles = access.Nothing // not reached: readCodes refuses such a file
+		}
 		f.prune(now)
 		return writeJSON(path, f)
 	})
 	if err != nil {
-		return "", err
+		return Issued{}, err
 	}
-	return name, nil
+	return issued, nil
 }
 
 // readCodes reads codes.json; a missing file is no codes.
@@ -203,6 +233,9 @@ func readCodes(path string) (*codesFile, error) {
 	for _, c := range f.Codes {
 		if len(c.SHA256) != 2*sha256.Size {
 			return nil, &ParseError{Path: path, Err: errors.New("a code's sha256 is not 64 hex digits")}
+		}
+		if _, err := consolesOf(c.Consoles); err != nil {
+			return nil, &ParseError{Path: path, Err: fmt.Errorf("a code's consoles: %v", err)}
 		}
 		if _, err := hex.DecodeString(c.SHA256); err != nil {
 			return nil, &ParseError{Path: path, Err: errors.New("a code's sha256 is not 64 hex digits")}

@@ -16,6 +16,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/phase-console/fleet/access"
 	"github.com/phase-console/fleet/internal/state"
 )
 
@@ -45,6 +46,9 @@ type Device struct {
 	Created  time.Time //
 	LastSeen time.Time // zero until first seen
 	LastAddr string    // the address it was last seen from, as the caller gave it
+	// Consoles is what the device may open (SPEC G1), given at pairing (`fleet reach pair
+	// --consoles`). Never nil for a device of a register; a nil Grant allows nothing.
+	Consoles *access.Grant
 }
 
 // Login is how the device is asserted onward (SPEC R9): device:<slug>#<id6>, a shape no person's
@@ -59,6 +63,9 @@ type deviceRecord struct {
 	Created  time.Time `json:"created"`
 	LastSeen time.Time `json:"last_seen,omitzero"`
 	LastAddr string    `json:"last_addr,omitempty"`
+	// Consoles are the patterns of what the device may open (package access); absent (a
+	// device paired before devices had lists) is every console, as the default of pairing is.
+	Consoles *[]string `json:"consoles,omitempty"`
 }
 
 type devicesFile struct {
@@ -72,13 +79,40 @@ type devicesFile struct {
 func (f *devicesFile) version() int { return f.Version }
 
 func (r deviceRecord) device() Device {
-	return Device{ID6: r.ID6, Name: r.Name, Slug: r.Slug, Created: r.Created, LastSeen: r.LastSeen, LastAddr: r.LastAddr}
+	g, err := consolesOf(r.Consoles)
+	if err != nil {
+		g = access.Nothing // not reached: readDevices refuses such a file
+	}
+	return Device{ID6: r.ID6, Name: r.Name, Slug: r.Slug, Created: r.Created, LastSeen: r.LastSeen, LastAddr: r.LastAddr, Consoles: g}
 }
 
-// RegisterDevice adds a device called name to dir's register and returns it with its credential:
-// CredentialBytes from crypto/rand, base64url without padding. Only the credential's SHA-256 is
-// stored. The device gets a fresh id6, never used before in this register.
+// consolesOf is the Grant of a stored list of patterns: every console when there is none.
+func consolesOf(list *[]string) (*access.Grant, error) {
+	if list == nil {
+		return access.Everything, nil
+	}
+	return access.NewGrant(*list)
+}
+
+// patternsOf is how a Grant is stored: its patterns, never absent (nil opens nothing).
+func patternsOf(g *access.Grant) *[]string {
+	list := g.Patterns()
+	if list == nil {
+		list = []string{}
+	}
+	return &list
+}
+
+// RegisterDevice is RegisterDeviceFor a device that may open every console.
 func RegisterDevice(dir, name string, now time.Time) (Device, string, error) {
+	return RegisterDeviceFor(dir, name, access.Everything, now)
+}
+
+// RegisterDeviceFor adds a device called name, which may open consoles (nil: none), to dir's
+// register and returns it with its credential: CredentialBytes from crypto/rand, base64url
+// without padding. Only the credential's SHA-256 is stored. The device gets a fresh id6, never
+// used before in this register.
+func RegisterDeviceFor(dir, name string, consoles *access.Grant, now time.Time) (Device, string, error) {
 	name = cleanName(name)
 	if name == "" {
 		name = "device"
@@ -100,7 +134,8 @@ func RegisterDevice(dir, name string, now time.Time) (Device, string, error) {
 		if err != nil {
 			return err
 		}
-		rec := deviceRecord{ID6: id, Name: name, Slug: Slug(name), SHA256: hex.EncodeToString(sum[:]), Created: now.UTC()}
+		rec := deviceRecord{ID6: id, Name: name, Slug: Slug(name), SHA256: hex.EncodeToString(sum[:]), Created: now.UTC(),
+			Consoles: patternsOf(consoles)}
 		f.Devices = append(f.Devices, rec)
 		if err := writeJSON(path, f); err != nil {
 			return err
@@ -174,6 +209,9 @@ func readDevices(path string) (*devicesFile, error) {
 			return nil, &ParseError{Path: path, Err: fmt.Errorf("device %s: credential_sha256 is not 64 hex digits", r.ID6)}
 		case sums[strings.ToLower(r.SHA256)]: // one credential, however its hex is spelled
 			return nil, &ParseError{Path: path, Err: fmt.Errorf("device %s: credential shared with another device", r.ID6)}
+		}
+		if _, err := consolesOf(r.Consoles); err != nil {
+			return nil, &ParseError{Path: path, Err: fmt.Errorf("device %s: consoles: %v", r.ID6, err)}
 		}
 		ids[r.ID6], sums[strings.ToLower(r.SHA256)] = true, true
 	}
@@ -393,11 +431,16 @@ func (r *Register) Devices() []Device {
 	return out
 }
 
-// Add registers a device (RegisterDevice) and loads the result. Once it returns without error the
-// device is in the file; should the reload fail, the Register believes nobody (see Err) until the
-// file is good again.
+// Add is AddFor a device that may open every console.
 func (r *Register) Add(name string, now time.Time) (Device, string, error) {
-	d, cred, err := RegisterDevice(r.dir, name, now)
+	return r.AddFor(name, access.Everything, now)
+}
+
+// AddFor registers a device that may open consoles (RegisterDeviceFor) and loads the result.
+// Once it returns without error the device is in the file; should the reload fail, the Register
+// believes nobody (see Err) until the file is good again.
+func (r *Register) AddFor(name string, consoles *access.Grant, now time.Time) (Device, string, error) {
+	d, cred, err := RegisterDeviceFor(r.dir, name, consoles, now)
 	if err != nil {
 		return Device{}, "", err
 	}

@@ -3,8 +3,9 @@
 // files in one folder given by the caller, <stateHome>/fleet/reach/:
 //
 //	password      the scrypt hash of the pairing password, one line
-//	codes.json    the outstanding pairing codes, by their SHA-256
-//	devices.json  the device register: names, ids, SHA-256 of each credential, last seen
+//	codes.json    the outstanding pairing codes, by their SHA-256, with what each pairs for
+//	devices.json  the device register: names, ids, SHA-256 of each credential, last seen, and
+//	              the consoles each may open (SPEC G1; package access's patterns)
 //	lock          an flock(2) taken around every read-modify-write of the files above
 //
 // The folder is 0700 and every file 0600 (SPEC F1): one that is too open or someone else's is

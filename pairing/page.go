@@ -323,7 +323,7 @@ func (h *handler) pair(w http.ResponseWriter, r *http.Request) {
 	code, pw, formName := r.PostForm.Get("code"), r.PostForm.Get("password"), cleanName(r.PostForm.Get("name"))
 	again := pageData{Name: formName}
 
-	issuedName, err := RedeemWithClock(h.cfg.Dir, code, h.now, func() (bool, error) {
+	issued, err := RedeemCode(h.cfg.Dir, code, h.now, func() (bool, error) {
 		stored, err := LoadPassword(h.cfg.Dir)
 		if err != nil {
 			return false, err
@@ -361,11 +361,11 @@ func (h *handler) pair(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	name := issuedName
+	name := issued.Name
 	if name == "" {
 		name = formName
 	}
-	d, cred, err := h.cfg.Register.Add(name, h.now())
+	d, cred, err := h.cfg.Register.AddFor(name, issued.Consoles, h.now())
 	if err != nil {
 		h.reject(r, http.StatusServiceUnavailable, ReasonDown, "the code was used but the device not registered", "error", err.Error())
 		h.pageRefused(w, http.StatusServiceUnavailable, again, msgNotKept)

@@ -53,11 +53,18 @@ func (d *Door) authenticate(r *http.Request) (dev pairing.Device, sent, ok bool)
 // without a device is refused (it cannot: the door sends unpaired callers to /pair).
 type deviceCallers struct{}
 
-func (deviceCallers) VerifyCaller(r *http.Request, _ string) (proxy.Caller, *proxy.Refusal) {
+// VerifyCaller is the device the door authenticated, which opens only the consoles it was
+// paired for (SPEC G1): any other is 403 not-granted, whether or not it exists, and never a
+// failure (R6).
+func (deviceCallers) VerifyCaller(r *http.Request, consoleID string) (proxy.Caller, *proxy.Refusal) {
 	dev, ok := deviceFrom(r)
 	src := PeerAddr(r)
 	if !ok || dev.ID6 == "" || !src.IsValid() {
 		return proxy.Caller{}, proxy.Refuse(http.StatusInternalServerError, "internal", "the door verified no device")
+	}
+	if !dev.Consoles.Allows(consoleID) {
+		return proxy.Caller{}, proxy.Refuse(http.StatusForbidden, "not-granted",
+			"this device may not open this console: pair it again with 'fleet reach pair --consoles' to change what it may open")
 	}
 	return proxy.Caller{Login: dev.Login(), IP: src.Unmap()}, nil
 }

@@ -115,8 +115,8 @@ func underFleet(r *http.Request) bool {
 	return strings.EqualFold(first, "fleet")
 }
 
-// serveIndex is the device's index: a link to each console's front door, and nothing of where
-// the consoles listen.
+// serveIndex is the device's index: a link to the front door of each console it may open (SPEC
+// G1), and nothing of where the consoles listen.
 func (d *Door) serveIndex(w http.ResponseWriter, r *http.Request) {
 	dev, _ := deviceFrom(r)
 	h := w.Header()
@@ -126,13 +126,18 @@ func (d *Door) serveIndex(w http.ResponseWriter, r *http.Request) {
 	var b strings.Builder
 	b.WriteString("<!doctype html><meta name=viewport content=\"width=device-width\"><title>fleet</title>\n<h1>Consoles</h1>\n")
 	fmt.Fprintf(&b, "<p>This device: %s</p>\n<ul>\n", html.EscapeString(dev.Login()))
-	ids := d.cfg.Consoles.IDs()
+	var ids []string
+	for _, id := range d.cfg.Consoles.IDs() {
+		if dev.Consoles.Allows(id) { // G1: only what the device may open
+			ids = append(ids, id)
+		}
+	}
 	for _, id := range ids {
 		fmt.Fprintf(&b, "<li><a href=\"/c/%s/\">%s</a></li>\n", html.EscapeString(id), html.EscapeString(id))
 	}
 	b.WriteString("</ul>\n")
 	if len(ids) == 0 {
-		b.WriteString("<p>No console is registered on this machine.</p>\n")
+		b.WriteString("<p>No console here that this device may open.</p>\n")
 	}
 	w.Write([]byte(b.String()))
 }
