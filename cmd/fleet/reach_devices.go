@@ -11,7 +11,7 @@ import (
 	"github.com/phase-console/fleet/pairing"
 )
 
-const reachDevicesSummary = "List the paired devices: name, id6, created, last seen."
+const reachDevicesSummary = "List the paired devices: name, id6, the consoles each may open, created, last seen."
 
 func init() {
 	addReachCommand(&command{name: "devices", summary: reachDevicesSummary, run: runReachDevices})
@@ -26,6 +26,7 @@ type deviceJSON struct {
 	Created  time.Time  `json:"created"`
 	LastSeen *time.Time `json:"last_seen,omitempty"`
 	LastAddr string     `json:"last_addr,omitempty"`
+	Consoles []string   `json:"consoles"` // the patterns it may open (SPEC G1); [] is none
 }
 
 // runReachDevices is `fleet reach devices [--json] [--state-dir DIR]` (SPEC R8): the register,
@@ -51,7 +52,11 @@ func runReachDevices(args []string, stdout, stderr io.Writer) int {
 	if *asJSON {
 		out := make([]deviceJSON, 0, len(devs))
 		for _, d := range devs {
-			j := deviceJSON{ID6: d.ID6, Name: d.Name, Slug: d.Slug, Login: d.Login(), Created: d.Created, LastAddr: d.LastAddr}
+			j := deviceJSON{ID6: d.ID6, Name: d.Name, Slug: d.Slug, Login: d.Login(), Created: d.Created, LastAddr: d.LastAddr,
+				Consoles: d.Consoles.Patterns()}
+			if j.Consoles == nil {
+				j.Consoles = []string{}
+			}
 			if !d.LastSeen.IsZero() {
 				j.LastSeen = &d.LastSeen
 			}
@@ -70,7 +75,7 @@ func runReachDevices(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tID6\tCREATED\tLAST SEEN")
+	fmt.Fprintln(tw, "NAME\tID6\tCONSOLES\tCREATED\tLAST SEEN")
 	for _, d := range devs {
 		seen := "never"
 		if !d.LastSeen.IsZero() {
@@ -79,7 +84,7 @@ func runReachDevices(args []string, stdout, stderr io.Writer) int {
 				seen += " from " + d.LastAddr
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", d.Name, d.ID6, d.Created.Local().Format(time.DateTime), seen)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", d.Name, d.ID6, d.Consoles, d.Created.Local().Format(time.DateTime), seen)
 	}
 	tw.Flush()
 	return 0

@@ -12,6 +12,7 @@ import (
 
 	qrcode "github.com/skip2/go-qrcode"
 
+	"github.com/phase-console/fleet/access"
 	"github.com/phase-console/fleet/internal/state"
 	"github.com/phase-console/fleet/pairing"
 	"github.com/phase-console/fleet/reach"
@@ -47,6 +48,7 @@ func runReachPair(args []string, stdout, stderr io.Writer) int {
 		"It issues one only while the running fleet serve has its door open at the machine profile's address."
 	fs := newFlags("reach pair", summary, stdout, stderr)
 	name := fs.String("name", "", "call the device `N` (else it is called what is typed on the phone)")
+	consolesFlag := fs.String("consoles", access.All, "the consoles the device may open, comma-separated `LIST` of ids, prefixes (build-*) or * for every one (SPEC G1)")
 	stateDir := fs.String("state-dir", "", "the state folder `DIR` (default $PHASE_CONSOLE_STATE_HOME, $XDG_STATE_HOME/phase-console or ~/.local/state/phase-console)")
 	sup := fs.String("supervisor", "", "the supervisor's address `ADDR`, a loopback literal (default: from <stateHome>/fleet/supervisor.addr)")
 	if st, done := parseFlags(fs, args); done {
@@ -55,6 +57,11 @@ func runReachPair(args []string, stdout, stderr io.Writer) int {
 	fail := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "fleet reach pair: "+format+"\n", a...)
 		return 1
+	}
+	consoles, err := access.ParseList(*consolesFlag)
+	if err != nil {
+		fmt.Fprintf(stderr, "fleet reach pair: --consoles: %v\n", err)
+		return 2
 	}
 	home, err := state.Home(*stateDir)
 	if err != nil {
@@ -91,7 +98,7 @@ func runReachPair(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail("making the QR code: %v", err)
 	}
-	code, err := pairing.IssueCode(dir, *name, time.Now())
+	code, err := pairing.IssueCodeFor(dir, *name, consoles, time.Now())
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -103,7 +110,7 @@ func runReachPair(args []string, stdout, stderr io.Writer) int {
 
 	printPairSteps(stdout, pairSteps{
 		rootURL: rootLink(p), rootQR: rootQR.ToSmallString(false), fingerprint: fp,
-		link: link, linkQR: qr.ToSmallString(false), code: code, name: *name,
+		link: link, linkQR: qr.ToSmallString(false), code: code, name: *name, consoles: consoles.String(),
 	})
 	return 0
 }
@@ -115,6 +122,7 @@ type pairSteps struct {
 	fingerprint     string // the root's SHA-256, as the open door's supervisor reports it
 	link, linkQR    string // step 2: the pairing link, the code in its #fragment, and its QR code
 	code, name      string // the code, shown XXXX-XXXX; the --name given, if any
+	consoles        string // what the device may open, as --consoles gave it
 }
 
 // printPairSteps prints s. The order is the point: a phone cannot trust fleet's private CA before
@@ -151,6 +159,9 @@ func printPairSteps(w io.Writer, s pairSteps) {
 		s.code, int(pairing.CodeTTL/time.Minute), pairing.MaxWrongPasswords)
 	if s.name != "" {
 		fmt.Fprintf(w, "Device name:       %s\n", s.name)
+	}
+	if s.consoles != "" {
+		fmt.Fprintf(w, "May open:          %s\n", s.consoles)
 	}
 	fmt.Fprintf(w, "\n   It must open without any certificate warning. If the browser warns, stop: do not type\n"+
 		"   the pairing password — someone may be reading it; do step 1 first. With no warning, type\n"+
