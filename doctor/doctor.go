@@ -25,6 +25,9 @@
 //   - the state folder and its files are private [F1], the token is well-formed;
 //   - supervisor.addr is there, names a loopback address, and the supervisor there answers the
 //     fleet API with this folder's token (and so does the unix socket, when one is given);
+//   - who may open which console [G1]: the profile's access: section (a refused one is a FAIL:
+//     fleet treats it as grants), and a WARN when this machine's owner — as WhoIs of this
+//     node's own address names them — would open no console, or that it cannot know;
 //   - the unix socket sits where no SSH forward of another account can reach it [S5e]: not below
 //     /tmp, not below a folder that others can write, not in another local account's home
 //     folder or runtime folder (/run/user/<uid>).
@@ -162,6 +165,7 @@ func runWith(ctx context.Context, cfg Config, place placeFacts) []Check {
 	port, portSource := r.port()
 	r.checkTailscale(ctx, port)
 	r.checkState()
+	r.checkAccess(ctx)
 	r.checkSupervisor(ctx, port, portSource)
 	if cfg.Socket != "" {
 		r.checkSocket(ctx)

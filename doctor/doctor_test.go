@@ -32,6 +32,7 @@ type fakeTailscaled struct {
 	serve     *ipn.ServeConfig
 	prefs     *ipn.Prefs // nil: SSH off
 	prefsErr  error
+	whois     *apitype.WhoIsResponse // nil: WhoIs knows no one
 }
 
 func (f *fakeTailscaled) GetPrefs(context.Context) (*ipn.Prefs, error) {
@@ -59,7 +60,10 @@ func (f *fakeTailscaled) GetServeConfig(context.Context) (*ipn.ServeConfig, erro
 }
 
 func (f *fakeTailscaled) WhoIs(context.Context, string) (*apitype.WhoIsResponse, error) {
-	return nil, local.ErrPeerNotFound
+	if f.whois == nil {
+		return nil, local.ErrPeerNotFound
+	}
+	return f.whois, nil
 }
 
 const supName = "sup.example.ts.net"

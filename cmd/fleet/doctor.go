@@ -15,7 +15,7 @@ import (
 	"tailscale.com/paths"
 )
 
-const doctorSummary = "Check this machine's set-up (tailscaled, Serve, Tailscale SSH, raw TCP forwards, tailscaled's outbound proxies, Funnel, state files, the supervisor, the unix socket's place); one OK/WARN/FAIL line each."
+const doctorSummary = "Check this machine's set-up (tailscaled, Serve, Tailscale SSH, raw TCP forwards, tailscaled's outbound proxies, Funnel, state files, who may open which console, the supervisor, the unix socket's place); one OK/WARN/FAIL line each."
 
 func init() {
 	addCommand(&command{name: "doctor", summary: doctorSummary, run: runDoctor})
