@@ -130,7 +130,14 @@ func NormalizeCode(in string) (code string, ok bool) {
 	return string(b), true
 }
 
-// RedeemWithClock uses a pairing code. The code is judged first — unknown, expired, used or dead
+// Issued is what a pairing code was issued for: the name of the device it pairs and what that
+// device may open.
+type Issued struct {
+	Name     string
+	Consoles *access.Grant // never nil when RedeemCode returns no error
+}
+
+// RedeemCode uses a pairing code. The code is judged first — unknown, expired, used or dead
 // after MaxWrongPasswords wrong passwords is refused with the matching error, without calling
 // checkPassword — and only for a live code does checkPassword run (so scrypt runs only then). A
 // wrong password is counted against the code (ErrWrongPassword); a right one uses the code up and
@@ -150,20 +157,9 @@ func NormalizeCode(in string) (code string, ok bool) {
 // earlier. So the pairing POST reads no clock before its form has arrived: a form that keeps
 // moving is never cut off (SPEC S9), and a time read before it would let a code that expired
 // while the form was on its way pair a device (R8: valid 5 minutes).
-func RedeemWithClock(dir, code string, clock func() time.Time, checkPassword func() (bool, error)) (name string, err error) {
-	issued, err := RedeemCode(dir, code, clock, checkPassword)
-	return issued.Name, err
-}
-
-// Issued is what a pairing code was issued for: the name of the device it pairs and what that
-// device may open.
-type Issued struct {
-	Name     string
-	Consoles *access.Grant // never nil when RedeemCode returns no error
-}
-
-// RedeemCode is RedeemWithClock, returning what the code was issued for: the name and the
-// consoles that the device it pairs may open (SPEC G1).
+//
+// It returns what the code was issued for: the name and the consoles that the device it pairs
+// may open (SPEC G1).
 func RedeemCode(dir, code string, clock func() time.Time, checkPassword func() (bool, error)) (Issued, error) {
 	var issued Issued
 	norm, ok := NormalizeCode(code)

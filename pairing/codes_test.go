@@ -104,11 +104,11 @@ func TestCodeUsedOnce_R8(t *testing.T) {
 	dir := reachDir(t)
 	code := issue(t, dir, "Ann's phone", t0)
 	c := &checker{right: true}
-	name, err := RedeemWithClock(dir, strings.ToLower(code), at(t0.Add(time.Minute)), c.check)
+	name, err := redeem(dir, strings.ToLower(code), at(t0.Add(time.Minute)), c.check)
 	if err != nil || name != "Ann's phone" {
 		t.Fatalf("Redeem = %q, %v", name, err)
 	}
-	_, err = RedeemWithClock(dir, code, at(t0.Add(2*time.Minute)), c.check)
+	_, err = redeem(dir, code, at(t0.Add(2*time.Minute)), c.check)
 	if !errors.Is(err, ErrCodeUsed) {
 		t.Fatalf("second Redeem = %v, want ErrCodeUsed", err)
 	}
@@ -122,10 +122,10 @@ func TestCodeExpires_R8(t *testing.T) {
 	a := issue(t, dir, "", t0)
 	b := issue(t, dir, "", t0)
 	c := &checker{right: true}
-	if _, err := RedeemWithClock(dir, a, at(t0.Add(CodeTTL-time.Nanosecond)), c.check); err != nil {
+	if _, err := redeem(dir, a, at(t0.Add(CodeTTL-time.Nanosecond)), c.check); err != nil {
 		t.Fatalf("just before expiry: %v", err)
 	}
-	if _, err := RedeemWithClock(dir, b, at(t0.Add(CodeTTL)), c.check); !errors.Is(err, ErrCodeExpired) {
+	if _, err := redeem(dir, b, at(t0.Add(CodeTTL)), c.check); !errors.Is(err, ErrCodeExpired) {
 		t.Fatalf("at expiry: %v, want ErrCodeExpired", err)
 	}
 	if c.calls.Load() != 1 {
@@ -133,7 +133,7 @@ func TestCodeExpires_R8(t *testing.T) {
 	}
 	// Long dead codes are pruned when the file is next written; then they are unknown.
 	issue(t, dir, "", t0.Add(2*time.Hour))
-	if _, err := RedeemWithClock(dir, b, at(t0.Add(2*time.Hour)), c.check); !errors.Is(err, ErrNoSuchCode) {
+	if _, err := redeem(dir, b, at(t0.Add(2*time.Hour)), c.check); !errors.Is(err, ErrNoSuchCode) {
 		t.Fatalf("pruned code: %v, want ErrNoSuchCode", err)
 	}
 	f, _ := readCodes(filepath.Join(dir, CodesFile))
@@ -142,7 +142,7 @@ func TestCodeExpires_R8(t *testing.T) {
 	}
 }
 
-// TestCodeJudgedWhenUsedUnderTheLock_R8: RedeemWithClock reads its clock once the folder is
+// TestCodeJudgedWhenUsedUnderTheLock_R8: RedeemCode reads its clock once the folder is
 // locked — so a time taken by a caller before it waited for the lock, or for a request's form,
 // never judges a code — and that reading alone judges the code's expiry: a code that was live
 // when the caller began and is dead when the clock is read is refused without the password
@@ -163,7 +163,7 @@ func TestCodeJudgedWhenUsedUnderTheLock_R8(t *testing.T) {
 		return t0.Add(CodeTTL) // the moment it dies
 	}
 	c := &checker{right: true}
-	if _, err := RedeemWithClock(dir, code, clock, c.check); !errors.Is(err, ErrCodeExpired) {
+	if _, err := redeem(dir, code, clock, c.check); !errors.Is(err, ErrCodeExpired) {
 		t.Errorf("a code dead by the clock read under the lock: %v, want ErrCodeExpired", err)
 	}
 	if reads == 0 || unlocked != 0 {
@@ -181,7 +181,7 @@ func TestCodeBurnsAfterFiveWrongPasswords_R8(t *testing.T) {
 	code := issue(t, dir, "", t0)
 	wrong := &checker{right: false}
 	for i := 1; i <= MaxWrongPasswords; i++ {
-		if _, err := RedeemWithClock(dir, code, at(t0), wrong.check); !errors.Is(err, ErrWrongPassword) {
+		if _, err := redeem(dir, code, at(t0), wrong.check); !errors.Is(err, ErrWrongPassword) {
 			t.Fatalf("wrong password %d: %v, want ErrWrongPassword", i, err)
 		}
 		f, _ := readCodes(filepath.Join(dir, CodesFile))
@@ -190,7 +190,7 @@ func TestCodeBurnsAfterFiveWrongPasswords_R8(t *testing.T) {
 		}
 	}
 	right := &checker{right: true}
-	if _, err := RedeemWithClock(dir, code, at(t0), right.check); !errors.Is(err, ErrCodeBurned) {
+	if _, err := redeem(dir, code, at(t0), right.check); !errors.Is(err, ErrCodeBurned) {
 		t.Fatalf("sixth attempt: %v, want ErrCodeBurned", err)
 	}
 	if wrong.calls.Load() != MaxWrongPasswords || right.calls.Load() != 0 {
@@ -204,7 +204,7 @@ func TestCodeCheckedBeforePassword_R8(t *testing.T) {
 	issue(t, dir, "", t0)
 	c := &checker{right: true}
 	for _, code := range []string{"BBBB-BBBB", "not a code", "", "BCDF-GHJK-L"} {
-		if _, err := RedeemWithClock(dir, code, at(t0), c.check); !errors.Is(err, ErrNoSuchCode) {
+		if _, err := redeem(dir, code, at(t0), c.check); !errors.Is(err, ErrNoSuchCode) {
 			t.Errorf("Redeem(%q) = %v, want ErrNoSuchCode", code, err)
 		}
 	}
@@ -219,14 +219,14 @@ func TestCodeCheckFailureNotCounted_R8(t *testing.T) {
 	dir := reachDir(t)
 	code := issue(t, dir, "", t0)
 	broken := &checker{right: true, err: ErrNoPassword}
-	if _, err := RedeemWithClock(dir, code, at(t0), broken.check); !errors.Is(err, ErrNoPassword) {
+	if _, err := redeem(dir, code, at(t0), broken.check); !errors.Is(err, ErrNoPassword) {
 		t.Fatalf("Redeem = %v, want the checker's error", err)
 	}
 	f, _ := readCodes(filepath.Join(dir, CodesFile))
 	if f.Codes[0].WrongPasswords != 0 || f.Codes[0].Used {
 		t.Fatalf("record after a failed check: %+v", f.Codes[0])
 	}
-	if _, err := RedeemWithClock(dir, code, at(t0), (&checker{right: true}).check); err != nil {
+	if _, err := redeem(dir, code, at(t0), (&checker{right: true}).check); err != nil {
 		t.Fatalf("the code is still good: %v", err)
 	}
 }
@@ -237,8 +237,8 @@ func TestCodeStoredHashed_R8(t *testing.T) {
 	for range 5 {
 		codes = append(codes, issue(t, dir, "", t0))
 	}
-	RedeemWithClock(dir, codes[0], at(t0), (&checker{right: true}).check)
-	RedeemWithClock(dir, codes[1], at(t0), (&checker{right: false}).check)
+	redeem(dir, codes[0], at(t0), (&checker{right: true}).check)
+	redeem(dir, codes[1], at(t0), (&checker{right: false}).check)
 	raw, _ := os.ReadFile(filepath.Join(dir, CodesFile))
 	low := strings.ToLower(string(raw))
 	for _, c := range codes {
@@ -260,7 +260,7 @@ func TestCodeRaceGoroutines_R8(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 100 {
 		wg.Go(func() {
-			_, err := RedeemWithClock(dir, code, at(t0), c.check)
+			_, err := redeem(dir, code, at(t0), c.check)
 			switch {
 			case err == nil:
 				wins.Add(1)
@@ -326,7 +326,7 @@ func redeemMany(dir, code string, n int) int {
 	var wg sync.WaitGroup
 	for range n {
 		wg.Go(func() {
-			_, err := RedeemWithClock(dir, code, at(t0), func() (bool, error) {
+			_, err := redeem(dir, code, at(t0), func() (bool, error) {
 				time.Sleep(10 * time.Millisecond) // as scrypt takes a while: a wide window for a race
 				return true, nil
 			})
@@ -393,7 +393,7 @@ func TestCodesFileRefused_F1_F2(t *testing.T) {
 			t.Fatalf("IssueCode = %v, want a ModeError", err)
 		}
 		mustContain(t, err, "chmod 600 "+path)
-		_, err = RedeemWithClock(dir, code, at(t0), c.check)
+		_, err = redeem(dir, code, at(t0), c.check)
 		mustContain(t, err, "chmod 600 "+path)
 		same()
 	})
@@ -407,7 +407,7 @@ func TestCodesFileRefused_F1_F2(t *testing.T) {
 		lock := filepath.Join(dir, LockFile)
 		os.Chmod(lock, 0o666)
 		defer os.Chmod(lock, 0o600)
-		_, err := RedeemWithClock(dir, code, at(t0), c.check)
+		_, err := redeem(dir, code, at(t0), c.check)
 		mustContain(t, err, "chmod 600 "+lock)
 	})
 	for name, body := range map[string]string{
@@ -428,7 +428,7 @@ func TestCodesFileRefused_F1_F2(t *testing.T) {
 			if !errors.As(err, &pe) {
 				t.Fatalf("err = %v, want a ParseError", err)
 			}
-			_, err = RedeemWithClock(dir, code, at(t0), c.check)
+			_, err = redeem(dir, code, at(t0), c.check)
 			mustContain(t, err, path)
 			same()
 		})

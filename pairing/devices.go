@@ -103,11 +103,6 @@ func patternsOf(g *access.Grant) *[]string {
 	return &list
 }
 
-// RegisterDevice is RegisterDeviceFor a device that may open every console.
-func RegisterDevice(dir, name string, now time.Time) (Device, string, error) {
-	return RegisterDeviceFor(dir, name, access.Everything, now)
-}
-
 // RegisterDeviceFor adds a device called name, which may open consoles (nil: none), to dir's
 // register and returns it with its credential: CredentialBytes from crypto/rand, base64url
 // without padding. Only the credential's SHA-256 is stored. The device gets a fresh id6, never
@@ -429,11 +424,6 @@ func (r *Register) Devices() []Device {
 		return strings.Compare(a.ID6, b.ID6)
 	})
 	return out
-}
-
-// Add is AddFor a device that may open every console.
-func (r *Register) Add(name string, now time.Time) (Device, string, error) {
-	return r.AddFor(name, access.Everything, now)
 }
 
 // AddFor registers a device that may open consoles (RegisterDeviceFor) and loads the result.

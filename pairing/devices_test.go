@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/phase-console/fleet/access"
 	"github.com/phase-console/fleet/internal/state"
 )
 
@@ -57,7 +58,7 @@ func TestCleanName_R9(t *testing.T) {
 
 func TestRegisterDevice_R8_R9(t *testing.T) {
 	dir := reachDir(t)
-	d, cred, err := RegisterDevice(dir, "Ann's iPhone", t0)
+	d, cred, err := RegisterDeviceFor(dir, "Ann's iPhone", access.Everything, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +84,7 @@ func TestRegisterDevice_R8_R9(t *testing.T) {
 	if !strings.Contains(string(file), hex.EncodeToString(sum[:])) {
 		t.Fatal("the register does not hold the credential's SHA-256")
 	}
-	d2, cred2, _ := RegisterDevice(dir, "", t0.Add(time.Second))
+	d2, cred2, _ := RegisterDeviceFor(dir, "", access.Everything, t0.Add(time.Second))
 	if d2.ID6 == d.ID6 || cred2 == cred || d2.Name != "device" || d2.Slug != "device" {
 		t.Fatalf("second device %+v", d2)
 	}
@@ -99,7 +100,7 @@ func TestAuthenticate_R9(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, cred, err := r.Add("phone", t0)
+	d, cred, err := r.AddFor("phone", access.Everything, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,8 +139,8 @@ func TestRevocationSeenAtOnce_R8(t *testing.T) {
 	rec := newRecorder()
 	r.OnRevoke(rec.fn)
 	// Registered behind the Register's back, as the pairing page of another process would.
-	d, cred, _ := RegisterDevice(dir, "phone", t0)
-	other, otherCred, _ := RegisterDevice(dir, "tablet", t0)
+	d, cred, _ := RegisterDeviceFor(dir, "phone", access.Everything, t0)
+	other, otherCred, _ := RegisterDeviceFor(dir, "tablet", access.Everything, t0)
 	if _, ok := r.Authenticate(cred, t0, "a"); !ok {
 		t.Fatal("a device registered by another process is not seen")
 	}
@@ -181,7 +182,7 @@ func TestRevocationSeenAtOnce_R8(t *testing.T) {
 // open), Watch notices a revocation by another process and tells the subscribers.
 func TestWatchSeesRevocation_R8(t *testing.T) {
 	dir := reachDir(t)
-	d, _, _ := RegisterDevice(dir, "phone", t0)
+	d, _, _ := RegisterDeviceFor(dir, "phone", access.Everything, t0)
 	r, err := OpenRegister(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -209,8 +210,8 @@ func TestWatchSeesRevocation_R8(t *testing.T) {
 func TestLastSeenThrottled_R8(t *testing.T) {
 	dir := reachDir(t)
 	r, _ := OpenRegister(dir)
-	a, credA, _ := r.Add("a", t0)
-	b, credB, _ := r.Add("b", t0)
+	a, credA, _ := r.AddFor("a", access.Everything, t0)
+	b, credB, _ := r.AddFor("b", access.Everything, t0)
 	onDisk := func(id string) Device {
 		t.Helper()
 		list, err := ListDevices(dir)
@@ -289,7 +290,7 @@ func TestLastSeenThrottled_R8(t *testing.T) {
 func TestLastSeenSkipsBusyLock_R8(t *testing.T) {
 	dir := reachDir(t)
 	r, _ := OpenRegister(dir)
-	_, cred, _ := r.Add("a", t0)
+	_, cred, _ := r.AddFor("a", access.Everything, t0)
 	before := statFile(filepath.Join(dir, DevicesFile))
 	held := make(chan struct{})
 	done := make(chan struct{})
@@ -308,7 +309,7 @@ func TestLastSeenSkipsBusyLock_R8(t *testing.T) {
 func TestRegisterSurvivesRestart_R9(t *testing.T) {
 	dir := reachDir(t)
 	r, _ := OpenRegister(dir)
-	d, cred, _ := r.Add("phone", t0)
+	d, cred, _ := r.AddFor("phone", access.Everything, t0)
 	r2, err := OpenRegister(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -327,7 +328,7 @@ func TestRegisterRefusedWhenCorrupt_F2(t *testing.T) {
 	r, _ := OpenRegister(dir)
 	rec := newRecorder()
 	r.OnRevoke(rec.fn)
-	d, cred, _ := r.Add("phone", t0)
+	d, cred, _ := r.AddFor("phone", access.Everything, t0)
 	path := filepath.Join(dir, DevicesFile)
 	good, _ := os.ReadFile(path)
 	sum := sha256.Sum256([]byte(cred))
@@ -355,7 +356,7 @@ func TestRegisterRefusedWhenCorrupt_F2(t *testing.T) {
 			if !errors.As(err, &pe) {
 				t.Fatalf("err = %v, want a ParseError", err)
 			}
-			_, _, err = RegisterDevice(dir, "another", t0)
+			_, _, err = RegisterDeviceFor(dir, "another", access.Everything, t0)
 			mustContain(t, err, path)
 			err = RevokeDevice(dir, d.ID6)
 			mustContain(t, err, path)
@@ -386,7 +387,7 @@ func TestRegisterRefusedWhenCorrupt_F2(t *testing.T) {
 func TestRegisterTooOpen_F1(t *testing.T) {
 	dir := reachDir(t)
 	r, _ := OpenRegister(dir)
-	_, cred, _ := r.Add("phone", t0)
+	_, cred, _ := r.AddFor("phone", access.Everything, t0)
 	path := filepath.Join(dir, DevicesFile)
 	os.Chmod(path, 0o644)
 	same := fileUnchanged(t, path)
@@ -396,7 +397,7 @@ func TestRegisterTooOpen_F1(t *testing.T) {
 		t.Fatalf("OpenRegister = %v, want a ModeError", err)
 	}
 	mustContain(t, err, "chmod 600 "+path)
-	_, _, err = RegisterDevice(dir, "b", t0)
+	_, _, err = RegisterDeviceFor(dir, "b", access.Everything, t0)
 	mustContain(t, err, "chmod 600 "+path)
 	if _, ok := r.Authenticate(cred, t0, "x"); ok {
 		t.Fatal("believed from a register that is too open")
@@ -439,7 +440,7 @@ func TestOpenRegisterEmpty_R9(t *testing.T) {
 func BenchmarkAuthenticate(b *testing.B) {
 	dir := filepath.Join(b.TempDir(), "reach")
 	r, _ := OpenRegister(dir)
-	_, cred, _ := r.Add("phone", t0)
+	_, cred, _ := r.AddFor("phone", access.Everything, t0)
 	r.Authenticate(cred, t0, "x")
 	for b.Loop() {
 		if _, ok := r.Authenticate(cred, t0.Add(time.Second), "x"); !ok {

@@ -19,7 +19,7 @@ func Example_pairingPOST() {
 		code, password, formName = "BCDF-GHJK", []byte("typed password"), "Ann's phone"
 		reg, _                   = pairing.OpenRegister(dir)
 	)
-	name, err := pairing.RedeemWithClock(dir, code, time.Now, func() (bool, error) {
+	issued, err := pairing.RedeemCode(dir, code, time.Now, func() (bool, error) {
 		stored, err := pairing.LoadPassword(dir)
 		if err != nil {
 			return false, err
@@ -34,10 +34,11 @@ func Example_pairingPOST() {
 		// expired, used, burned, or a file refused: not paired
 		return
 	}
+	name := issued.Name
 	if name == "" {
 		name = formName
 	}
-	d, credential, err := reg.Add(name, time.Now())
+	d, credential, err := reg.AddFor(name, issued.Consoles, time.Now())
 	if err != nil {
 		return
 	}

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/phase-console/fleet/access"
 	"github.com/phase-console/fleet/internal/fulldisk"
 )
 
@@ -58,7 +59,7 @@ func cutsAndSpoilings(t *testing.T, good []byte, try func(t *testing.T, bad []by
 }
 
 // TestTruncatedRegister_F2: devices.json cut short at every byte, or spoiled, is refused with a
-// ParseError naming it by every way in (OpenRegister, RegisterDevice, RevokeDevice,
+// ParseError naming it by every way in (OpenRegister, RegisterDeviceFor, RevokeDevice,
 // ListDevices), a running Register believes no device meanwhile, and the file is kept byte for
 // byte with nothing left beside it.
 func TestTruncatedRegister_F2(t *testing.T) {
@@ -67,11 +68,11 @@ func TestTruncatedRegister_F2(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, cred, err := r.Add("Ann's phone", t0)
+	d, cred, err := r.AddFor("Ann's phone", access.Everything, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := r.Add("tablet", t0); err != nil {
+	if _, _, err := r.AddFor("tablet", access.Everything, t0); err != nil {
 		t.Fatal(err)
 	}
 	path := filepath.Join(dir, DevicesFile)
@@ -86,7 +87,7 @@ func TestTruncatedRegister_F2(t *testing.T) {
 		}
 		_, err := OpenRegister(dir)
 		wantParseError(t, err, path)
-		_, _, err = RegisterDevice(dir, "another", t0)
+		_, _, err = RegisterDeviceFor(dir, "another", access.Everything, t0)
 		wantParseError(t, err, path)
 		wantParseError(t, RevokeDevice(dir, d.ID6), path)
 		_, err = ListDevices(dir)
@@ -127,7 +128,7 @@ func TestTruncatedCodes_F2(t *testing.T) {
 		}
 		_, err := IssueCode(dir, "", t0)
 		wantParseError(t, err, path)
-		_, err = RedeemWithClock(dir, code, at(t0), c.check)
+		_, err = redeem(dir, code, at(t0), c.check)
 		wantParseError(t, err, path)
 		if n := c.calls.Load(); n != 0 {
 			t.Fatalf("the password was checked %d times against a codes file that does not parse", n)
@@ -189,7 +190,7 @@ func TestFullDiskRegister_F2(t *testing.T) {
 			var first Device
 			var cred string
 			for i := range 24 { // about 6 KiB: more than the page left free
-				d, c, err := r.Add(fmt.Sprintf("device %d", i), t0)
+				d, c, err := r.AddFor(fmt.Sprintf("device %d", i), access.Everything, t0)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -204,7 +205,7 @@ func TestFullDiskRegister_F2(t *testing.T) {
 			same := fileUnchanged(t, path)
 			filler := fulldisk.Fill(t, mnt, leave)
 
-			_, _, err = r.Add("one too many", t0)
+			_, _, err = r.AddFor("one too many", access.Everything, t0)
 			wantNoSpace(t, err, "pairing a device")
 			wantNoSpace(t, r.Revoke(first.ID6), "revoking a device")
 			if got, ok := r.Authenticate(cred, t0.Add(LastSeenInterval), "192.0.2.1:1"); !ok || got.ID6 != first.ID6 {
@@ -240,7 +241,7 @@ func TestFullDiskCodes_F2(t *testing.T) {
 	_, err := IssueCode(dir, "", t0)
 	wantNoSpace(t, err, "issuing a code")
 	right := &checker{right: true}
-	if name, err := RedeemWithClock(dir, code, at(t0), right.check); err == nil {
+	if name, err := redeem(dir, code, at(t0), right.check); err == nil {
 		t.Fatalf("paired %q with a code that could not be marked used", name)
 	} else {
 		wantNoSpace(t, err, "redeeming a code")
@@ -251,7 +252,7 @@ func TestFullDiskCodes_F2(t *testing.T) {
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
-	if name, err := RedeemWithClock(dir, code, at(t0), right.check); err != nil || name != "Ann's phone" {
+	if name, err := redeem(dir, code, at(t0), right.check); err != nil || name != "Ann's phone" {
 		t.Fatalf("with room again: Redeem = %q, %v", name, err)
 	}
 }
@@ -267,7 +268,7 @@ func TestFullDiskWrongPasswordsCounted_F2(t *testing.T) {
 	filler := fulldisk.Fill(t, mnt, 0)
 	wrong := &checker{}
 	for range 2 * MaxWrongPasswords {
-		_, err := RedeemWithClock(dir, code, at(t0), wrong.check)
+		_, err := redeem(dir, code, at(t0), wrong.check)
 		wantNoSpace(t, err, "a pairing attempt")
 	}
 	if n := wrong.calls.Load(); n != 0 {
@@ -278,11 +279,11 @@ func TestFullDiskWrongPasswordsCounted_F2(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range MaxWrongPasswords {
-		if _, err := RedeemWithClock(dir, code, at(t0), wrong.check); !errors.Is(err, ErrWrongPassword) {
+		if _, err := redeem(dir, code, at(t0), wrong.check); !errors.Is(err, ErrWrongPassword) {
 			t.Fatalf("wrong password %d with room again: %v", i+1, err)
 		}
 	}
-	if _, err := RedeemWithClock(dir, code, at(t0), (&checker{right: true}).check); !errors.Is(err, ErrCodeBurned) {
+	if _, err := redeem(dir, code, at(t0), (&checker{right: true}).check); !errors.Is(err, ErrCodeBurned) {
 		t.Fatalf("after %d wrong passwords: %v, want the code burned", MaxWrongPasswords, err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"golang.org/x/crypto/scrypt"
 )
@@ -89,4 +90,10 @@ func (r *recorder) got() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]string(nil), r.ids...)
+}
+
+// redeem is RedeemCode for the tests that look only at the name a code was issued with.
+func redeem(dir, code string, clock func() time.Time, checkPassword func() (bool, error)) (string, error) {
+	issued, err := RedeemCode(dir, code, clock, checkPassword)
+	return issued.Name, err
 }

@@ -166,7 +166,7 @@ type HandlerConfig struct {
 //     CSRF), which this refuses.
 //  2. The body: application/x-www-form-urlencoded of at most MaxFormBytes (else 413 or 415), the
 //     fields taken from the body only, never the URL.
-//  3. The code (RedeemWithClock, judged at the time it is used — read once the form is in and
+//  3. The code (RedeemCode, judged at the time it is used — read once the form is in and
 //     the folder locked, never when the request began): unknown, expired, used or burned codes
 //     are refused without scrypt.
 //  4. The password, only for a live code: the stored hash loaded afresh and checked with
@@ -292,7 +292,7 @@ func (h *handler) page(w http.ResponseWriter, status int, d pageData) {
 // pair is the pairing POST; see NewHandler for its order.
 //
 // It reads no clock before the form has arrived: the code is judged by a time read when it is
-// used (RedeemWithClock, under the folder's lock) and the device stamped by one read after, so a
+// used (RedeemCode, under the folder's lock) and the device stamped by one read after, so a
 // form held open for as long as it keeps moving (S9) carries no earlier time with it (R8).
 func (h *handler) pair(w http.ResponseWriter, r *http.Request) {
 	if !h.sameOrigin(r) {

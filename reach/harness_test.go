@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/phase-console/fleet/access"
 	"github.com/phase-console/fleet/internal/echoconsole"
 	"github.com/phase-console/fleet/internal/rawhttp"
 	"github.com/phase-console/fleet/internal/testlog"
@@ -125,7 +126,7 @@ func startTestDoor(t testing.TB, setup ...func(*Config)) *testDoor {
 // pair registers a device and returns it with its cookie line.
 func (d *testDoor) pair(name string) (pairing.Device, string) {
 	d.t.Helper()
-	dev, cred, err := d.register.Add(name, d.clock.Now())
+	dev, cred, err := d.register.AddFor(name, access.Everything, d.clock.Now())
 	if err != nil {
 		d.t.Fatal(err)
 	}

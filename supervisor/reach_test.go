@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/phase-console/fleet/access"
 	"github.com/phase-console/fleet/internal/rawhttp"
 	"github.com/phase-console/fleet/pairing"
 	"github.com/phase-console/fleet/reach"
@@ -105,7 +106,7 @@ func TestReachReload_R1(t *testing.T) {
 
 	// A device paired from another process is believed, and reaches a console through the
 	// shared hop as itself.
-	dev, cred, err := pairing.RegisterDevice(d.srv.reachDir(), "phone", time.Now())
+	dev, cred, err := pairing.RegisterDeviceFor(d.srv.reachDir(), "phone", access.Everything, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

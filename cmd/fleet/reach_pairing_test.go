@@ -27,6 +27,7 @@ import (
 	qrcode "github.com/skip2/go-qrcode"
 	"golang.org/x/crypto/scrypt"
 
+	"github.com/phase-console/fleet/access"
 	"github.com/phase-console/fleet/ca"
 	"github.com/phase-console/fleet/internal/otheruser"
 	"github.com/phase-console/fleet/internal/rawhttp"
@@ -287,11 +288,11 @@ func TestReachPair_R8(t *testing.T) {
 		t.Errorf("R4 the root fingerprint %s is not printed:\n%s", st.Fingerprint, out)
 	}
 	wantTrustFirst(t, out, listen, u.String(), st.Fingerprint)
-	name, err := pairing.RedeemWithClock(pairingFolder(home), code, time.Now, func() (bool, error) { return true, nil })
-	if err != nil || name != "Ann's phone" {
-		t.Fatalf("R8 redeeming the printed code: %q, %v", name, err)
+	issued, err := pairing.RedeemCode(pairingFolder(home), code, time.Now, func() (bool, error) { return true, nil })
+	if err != nil || issued.Name != "Ann's phone" {
+		t.Fatalf("R8 redeeming the printed code: %q, %v", issued.Name, err)
 	}
-	if _, err := pairing.RedeemWithClock(pairingFolder(home), code, time.Now, func() (bool, error) { return true, nil }); !errors.Is(err, pairing.ErrCodeUsed) {
+	if _, err := pairing.RedeemCode(pairingFolder(home), code, time.Now, func() (bool, error) { return true, nil }); !errors.Is(err, pairing.ErrCodeUsed) {
 		t.Errorf("R8 the code paired twice: %v", err)
 	}
 }
@@ -509,11 +510,11 @@ func TestReachDevices_R8(t *testing.T) {
 	}
 	dir := pairingFolder(home)
 	t1 := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
-	ann, cred1, err := pairing.RegisterDevice(dir, "Ann's phone", t1)
+	ann, cred1, err := pairing.RegisterDeviceFor(dir, "Ann's phone", access.Everything, t1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	bob, cred2, err := pairing.RegisterDevice(dir, "Bob tablet", t1.Add(time.Hour))
+	bob, cred2, err := pairing.RegisterDeviceFor(dir, "Bob tablet", access.Everything, t1.Add(time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -560,8 +561,8 @@ func TestReachRevoke_R8(t *testing.T) {
 	home := reachHome(t, "")
 	dir := pairingFolder(home)
 	now := time.Now()
-	ann, _, _ := pairing.RegisterDevice(dir, "Ann's phone", now)
-	bob, _, _ := pairing.RegisterDevice(dir, "Bob tablet", now.Add(time.Second))
+	ann, _, _ := pairing.RegisterDeviceFor(dir, "Ann's phone", access.Everything, now)
+	bob, _, _ := pairing.RegisterDeviceFor(dir, "Bob tablet", access.Everything, now.Add(time.Second))
 	reg, err := pairing.OpenRegister(dir)
 	if err != nil {
 		t.Fatal(err)

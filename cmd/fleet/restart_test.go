@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/phase-console/fleet/access"
 	"github.com/phase-console/fleet/contract"
 	"github.com/phase-console/fleet/internal/rawhttp"
 	"github.com/phase-console/fleet/internal/state"
@@ -40,7 +41,7 @@ func TestSupervisorKilledUnderLoad_F2(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := pairingFolder(home)
-	dev, cred, err := pairing.RegisterDevice(dir, "phone", time.Now())
+	dev, cred, err := pairing.RegisterDeviceFor(dir, "phone", access.Everything, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
