@@ -69,7 +69,8 @@ func (d *Door) answerTimeout() time.Duration {
 // own until notMine forwards its request (forwarded). It returns r with its body, if it has one,
 // read through an ownBody: a body the door reads (the pairing form) holds the deadline off while
 // it is read, so that a form that keeps moving is never cut (S9), and its answer gets its
-// AnswerTimeout from its last byte.
+// AnswerTimeout from its last byte, or, for the pairing POST, from the answer's first byte
+// (answerFromFirstByte).
 func (d *Door) ownAnswer(w http.ResponseWriter, r *http.Request) *http.Request {
 	rc := http.NewResponseController(w)
 	timeout := d.answerTimeout()

@@ -39,9 +39,9 @@
 // opened, for as long as it kept the connection. The values, and why:
 //
 //   - AnswerTimeout, 10 s: each of the door's own answers has a write deadline, from the
-//     request's start — or from the last read of its body, for the pairing form, so that a form
-//     that keeps moving is never cut (S9) — past which its HTTP/2 stream is reset or its HTTP/1.1
-//     connection closed. The same 10 s a stranger has to send its head (ReadHeaderTimeout); the
+//     request's start — or, for the pairing form, from the answer's first byte, so that neither a
+//     form that keeps moving (S9) nor the door's own scrypt work is charged to the caller — past
+//     which its HTTP/2 stream is reset or its HTTP/1.1 connection closed. The same 10 s a stranger has to send its head (ReadHeaderTimeout); the
 //     largest such answer is a few KiB.
 //   - No deadline on a paired device's request forwarded to a console: server-sent events and
 //     WebSockets last as long as they last (its deadline is lifted before the hop sees it).
