@@ -3,6 +3,7 @@ package tailnet
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,6 +34,7 @@ import (
 	"tailscale.com/tstest/integration/testcontrol"
 	"tailscale.com/types/logger"
 
+	"github.com/phase-console/fleet/access"
 	"github.com/phase-console/fleet/contract"
 	"github.com/phase-console/fleet/doctor"
 	"github.com/phase-console/fleet/internal/supervisortest"
@@ -79,7 +82,7 @@ func logf(t *testing.T, done *atomic.Bool, prefix string) logger.Logf {
 
 // startControl runs DERP+STUN and a control server on 127.0.0.1. robotTag may be claimed by a
 // node at sign-up (TagOwners).
-func startControl(t *testing.T, done *atomic.Bool) string {
+func startControl(t *testing.T, done *atomic.Bool) *testcontrol.Server {
 	derpMap := integration.RunDERPAndSTUN(t, logf(t, done, "derp: "), "127.0.0.1")
 	control := &testcontrol.Server{
 		DERPMap:        derpMap,
@@ -93,7 +96,7 @@ func startControl(t *testing.T, done *atomic.Bool) string {
 	control.HTTPTestServer = httptest.NewUnstartedServer(control)
 	control.HTTPTestServer.Start()
 	t.Cleanup(control.HTTPTestServer.Close)
-	return control.HTTPTestServer.URL
+	return control
 }
 
 func startNode(t *testing.T, ctx context.Context, done *atomic.Bool, controlURL, name string, tags ...string) *node {
@@ -150,21 +153,21 @@ type seen struct {
 	header http.Header
 }
 
-// echoConsole records everything that reaches it, by path.
+// echoConsole records everything that reaches it, by path, and answers with X-Echo: its name.
 type echoConsole struct {
 	srv  *httptest.Server
 	mu   sync.Mutex
 	seen map[string][]seen
 }
 
-func newEchoConsole(t *testing.T) *echoConsole {
+func newEchoConsole(t *testing.T, name string) *echoConsole {
 	e := &echoConsole{seen: map[string][]seen{}}
 	e.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		e.mu.Lock()
 		e.seen[r.URL.Path] = append(e.seen[r.URL.Path], seen{method: r.Method, path: r.URL.Path, header: r.Header.Clone()})
 		e.mu.Unlock()
-		w.Header().Set("X-Echo", "alpha")
-		io.WriteString(w, "alpha saw "+r.URL.Path)
+		w.Header().Set("X-Echo", name)
+		io.WriteString(w, name+" saw "+r.URL.Path)
 	}))
 	t.Cleanup(e.srv.Close)
 	return e
@@ -202,6 +205,35 @@ func (d *directAPI) markDirect(addr string) {
 	d.mu.Unlock()
 }
 
+// logLines keeps the supervisor's JSON log lines (slog's handler writes each line in one Write).
+type logLines struct {
+	mu    sync.Mutex
+	lines []map[string]any
+}
+
+func (l *logLines) Write(p []byte) (int, error) {
+	var line map[string]any
+	if json.Unmarshal(p, &line) == nil {
+		l.mu.Lock()
+		l.lines = append(l.lines, line)
+		l.mu.Unlock()
+	}
+	return len(p), nil
+}
+
+// rejected is the fleet.rejected lines logged for a request of path.
+func (l *logLines) rejected(path string) []map[string]any {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []map[string]any
+	for _, line := range l.lines {
+		if line["msg"] == "fleet.rejected" && line["path"] == path {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
 // countingListener counts the connections the supervisor accepts. It hands out the accepted
 // *net.TCPConn itself, so the supervisor judges the real connection.
 type countingListener struct {
@@ -220,6 +252,8 @@ func (l *countingListener) Accept() (net.Conn, error) {
 // fixture is the whole tailnet with fleet on it.
 type fixture struct {
 	ctx     context.Context
+	control *testcontrol.Server
+	door    *supervisortest.Door
 	sup     *node
 	supFQDN string
 	alice   *node
@@ -228,6 +262,7 @@ type fixture struct {
 	console *echoConsole
 	api     *directAPI
 	ln      *countingListener
+	logs    *logLines
 	home    string
 	port    int
 }
@@ -239,8 +274,8 @@ func startFixture(t *testing.T) *fixture {
 	t.Cleanup(func() { done.Store(true) })
 	began := time.Now()
 
-	controlURL := startControl(t, &done)
-	f := &fixture{ctx: ctx}
+	f := &fixture{ctx: ctx, control: startControl(t, &done)}
+	controlURL := f.control.HTTPTestServer.URL
 	f.sup = startNode(t, ctx, &done, controlURL, "sup")
 	f.alice = startNode(t, ctx, &done, controlURL, "alice")
 	f.bob = startNode(t, ctx, &done, controlURL, "bob")
@@ -268,12 +303,13 @@ func startFixture(t *testing.T) *fixture {
 	}
 
 	// The console and the supervisor, as fleet serve would run them.
-	f.console = newEchoConsole(t)
+	f.console = newEchoConsole(t, "alpha")
 	f.home = filepath.Join(t.TempDir(), "state")
 	f.api = &directAPI{Client: f.sup.lc, asIP: f.alice.ip, direct: map[string]bool{}}
-	logOut := io.Discard
+	f.logs = new(logLines)
+	var logOut io.Writer = f.logs
 	if *verbose {
-		logOut = os.Stderr
+		logOut = io.MultiWriter(f.logs, os.Stderr)
 	}
 	raw, err := supervisor.Listen(0)
 	if err != nil {
@@ -281,7 +317,7 @@ func startFixture(t *testing.T) *fixture {
 	}
 	f.ln = &countingListener{Listener: raw}
 	f.port = raw.Addr().(*net.TCPAddr).Port
-	door := supervisortest.StartOn(t, supervisor.Config{
+	f.door = supervisortest.StartOn(t, supervisor.Config{
 		StateHome:     f.home,
 		LocalAPI:      f.api,
 		TailscaledUID: os.Getuid(), // tsnet runs in this process: its backend connections are ours
@@ -290,7 +326,7 @@ func startFixture(t *testing.T) *fixture {
 		TailscaledArgs: func(context.Context) ([]string, error) { return os.Args, nil },
 		Logger:         slog.New(slog.NewJSONHandler(logOut, nil)),
 	}, f.ln)
-	door.Register(t, supervisor.Console{ID: "alpha", Addr: f.console.srv.Listener.Addr().String(), Name: "Alpha"})
+	f.door.Register(t, supervisor.Console{ID: "alpha", Addr: f.console.srv.Listener.Addr().String(), Name: "Alpha"})
 
 	// Publish it: tailscale serve --http=80 http://127.0.0.1:<port>.
 	if err := f.sup.lc.SetServeConfig(ctx, f.serveConfig()); err != nil {
@@ -353,11 +389,17 @@ func (f *fixture) get(n *node, path string, extra [][2]string) (*http.Response, 
 }
 
 func (f *fixture) do(n *node, method, path string, extra [][2]string) (*http.Response, error) {
+	resp, _, err := f.doRead(n, method, path, extra)
+	return resp, err
+}
+
+// doRead is do, returning the answer's body too (at most 1 MiB).
+func (f *fixture) doRead(n *node, method, path string, extra [][2]string) (*http.Response, []byte, error) {
 	ctx, cancel := context.WithTimeout(f.ctx, 20*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, method, "http://"+f.sup.ip.String()+path, nil)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	req.Host = f.supFQDN
 	for _, h := range extra {
@@ -365,11 +407,14 @@ func (f *fixture) do(n *node, method, path string, extra [][2]string) (*http.Res
 	}
 	resp, err := n.srv.HTTPClient().Do(req)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return resp, nil
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return nil, nil, err
+	}
+	return resp, body, nil
 }
 
 func (f *fixture) mustDo(t *testing.T, n *node, method, path string, extra ...[2]string) *http.Response {
@@ -388,14 +433,20 @@ func wantRefused(t *testing.T, resp *http.Response, status int, reason string) {
 	}
 }
 
-// forwarded checks that exactly one request reached the console at path, asserted as login from
-// ip, and returns it.
+// forwarded checks that exactly one request reached the console alpha at path, asserted as login
+// from ip, and returns it.
 func (f *fixture) forwarded(t *testing.T, resp *http.Response, path, login string, ip netip.Addr) seen {
 	t.Helper()
-	if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Echo") != "alpha" {
-		t.Fatalf("%s: got %d %q, want 200 from the console", path, resp.StatusCode, resp.Header.Get("X-Fleet-Reason"))
+	return forwardedTo(t, f.console, "alpha", resp, path, login, ip)
+}
+
+// forwardedTo is forwarded for the console c registered as id.
+func forwardedTo(t *testing.T, c *echoConsole, id string, resp *http.Response, path, login string, ip netip.Addr) seen {
+	t.Helper()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Echo") != id {
+		t.Fatalf("%s: got %d %q, want 200 from the console %s", path, resp.StatusCode, resp.Header.Get("X-Fleet-Reason"), id)
 	}
-	got := f.console.at(strings.TrimPrefix(path, "/c/alpha"))
+	got := c.at(strings.TrimPrefix(path, "/c/"+id))
 	if len(got) != 1 {
 		t.Fatalf("%s: the console saw it %d times, want once", path, len(got))
 	}
@@ -460,9 +511,78 @@ func (f *fixture) throughForward(t *testing.T, n *node, port uint16, req string)
 
 func (f *fixture) notForwarded(t *testing.T, path string) {
 	t.Helper()
-	if got := f.console.at(strings.TrimPrefix(path, "/c/alpha")); len(got) != 0 {
-		t.Fatalf("%s reached the console %d times; it must never", path, len(got))
+	notForwardedTo(t, f.console, "alpha", path)
+}
+
+// notForwardedTo checks that nothing reached the console c, registered as id, at path.
+func notForwardedTo(t *testing.T, c *echoConsole, id, path string) {
+	t.Helper()
+	if got := c.at(strings.TrimPrefix(path, "/c/"+id)); len(got) != 0 {
+		t.Fatalf("%s reached the console %s %d times; it must never", path, id, len(got))
 	}
+}
+
+// pollUntil asks cond every 100 ms until it holds (true) or 20 s have passed (false): a bound on
+// how long tailscaled or fleet may take to reflect a change, never an assertion about speed.
+func (f *fixture) pollUntil(cond func() bool) bool {
+	ctx, cancel := context.WithTimeout(f.ctx, 20*time.Second)
+	defer cancel()
+	for {
+		if cond() {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// supSeesCapability reports whether sup's WhoIs of n's address answers, and whether its answer
+// carries the app capability name as want says: whether a change of the tailnet's grants has
+// reached sup's netmap. A WhoIs that fails is neither answer.
+func (f *fixture) supSeesCapability(n *node, name tailcfg.PeerCapability, want bool) bool {
+	ctx, cancel := context.WithTimeout(f.ctx, 5*time.Second)
+	defer cancel()
+	who, err := f.sup.lc.WhoIs(ctx, n.ip.String())
+	if err != nil {
+		return false
+	}
+	_, ok := who.CapMap[name]
+	return ok == want
+}
+
+// served reports whether a GET from n of path reached the console id.
+func (f *fixture) served(n *node, id, path string) bool {
+	resp, err := f.get(n, path, nil)
+	return err == nil && resp.StatusCode == http.StatusOK && resp.Header.Get("X-Echo") == id
+}
+
+// indexIDs is the JSON index as n sees it through Serve: the caller's login and the console ids.
+func (f *fixture) indexIDs(t *testing.T, n *node) (string, []string) {
+	t.Helper()
+	resp, body, err := f.doRead(n, "GET", "/", [][2]string{{"Accept", "application/json"}})
+	if err != nil {
+		t.Fatalf("index from %s: %v", n.name, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("index from %s: %d %q", n.name, resp.StatusCode, resp.Header.Get("X-Fleet-Reason"))
+	}
+	var idx struct {
+		Login    string `json:"login"`
+		Consoles []struct {
+			ID string `json:"id"`
+		} `json:"consoles"`
+	}
+	if err := json.Unmarshal(body, &idx); err != nil {
+		t.Fatalf("index JSON %q: %v", body, err)
+	}
+	ids := []string{}
+	for _, c := range idx.Consoles {
+		ids = append(ids, c.ID)
+	}
+	return idx.Login, ids
 }
 
 // TestTailnet brings one tailnet up and proves each rule on it; the subtests share it and run in
@@ -672,6 +792,72 @@ func TestTailnet(t *testing.T) {
 		f.waitReason(t, f.alice, "/c/alpha/s5e/ssh-wait-served", "")
 		path = "/c/alpha/s5e/ssh-off"
 		f.forwarded(t, f.mustDo(t, f.alice, "GET", path), path, f.alice.login, f.alice.ip)
+	})
+
+	t.Run("G1_app_capability_grant", func(t *testing.T) {
+		// The tailnet policy grants every user the console alpha only, as the app capability
+		// (testcontrol's global app caps: a grant from every source to every node). sup's netmap
+		// carries it, WhoIs hands it to fleet, and fleet opens alpha to alice and nothing else.
+		// Withdrawn, alice opens every console again (mode tailnet, the default).
+		const capName tailcfg.PeerCapability = "phase-console.dev/cap/fleet" // as SPEC G1 and docs/access.md name it
+		if capName != access.CapabilityName {
+			t.Fatalf("fleet reads the capability %q, the policy grants %q", access.CapabilityName, capName)
+		}
+		build := newEchoConsole(t, "build-1")
+		f.door.Register(t, supervisor.Console{ID: "build-1", Addr: build.srv.Listener.Addr().String(), Name: "Build 1"})
+
+		withdraw := func() bool {
+			f.control.SetGlobalAppCaps(nil)
+			return f.pollUntil(func() bool { return f.supSeesCapability(f.alice, capName, false) }) &&
+				f.pollUntil(func() bool { return f.served(f.alice, "build-1", "/c/build-1/g1/wait-withdrawn") })
+		}
+		withdrawn := false
+		t.Cleanup(func() {
+			// Later subtests must not run under the grant: sup's netmap and fleet's WhoIs cache
+			// both without it.
+			if !withdrawn && !withdraw() {
+				t.Errorf("the grant could not be withdrawn: later subtests may run under it")
+			}
+		})
+
+		f.control.SetGlobalAppCaps(tailcfg.PeerCapMap{capName: {`{"consoles":["alpha"]}`}})
+		if !f.pollUntil(func() bool { return f.supSeesCapability(f.alice, capName, true) }) {
+			t.Fatalf("sup's WhoIs of alice never carried %s", capName)
+		}
+		// fleet keeps a WhoIs answer for up to 5 s: wait (bounded) until it answers from the new one.
+		if !f.pollUntil(func() bool {
+			resp, err := f.get(f.alice, "/c/build-1/g1/wait-granted", nil)
+			return err == nil && resp.Header.Get("X-Fleet-Reason") == "not-granted"
+		}) {
+			t.Fatalf("fleet never refused build-1 to alice under the grant")
+		}
+
+		path := "/c/alpha/g1/granted"
+		forwardedTo(t, f.console, "alpha", f.mustDo(t, f.alice, "GET", path), path, f.alice.login, f.alice.ip)
+		for _, path := range []string{"/c/build-1/g1/not-granted", "/c/build-1/", "/c/BUILD-1/g1/case"} {
+			wantRefused(t, f.mustDo(t, f.alice, "GET", path), http.StatusForbidden, "not-granted")
+			notForwardedTo(t, build, "build-1", strings.Replace(path, "BUILD-1", "build-1", 1))
+			if lines := f.logs.rejected(path); len(lines) != 1 || lines[0]["reason"] != "not-granted" || lines[0]["status"] != float64(http.StatusForbidden) {
+				t.Errorf("%s: fleet.rejected lines %v, want one with reason not-granted, status 403", path, lines)
+			}
+		}
+		// A console that does not exist gets the same answer: the door is no oracle of ids.
+		wantRefused(t, f.mustDo(t, f.alice, "GET", "/c/nope/g1"), http.StatusForbidden, "not-granted")
+		if login, ids := f.indexIDs(t, f.alice); login != f.alice.login || !slices.Equal(ids, []string{"alpha"}) {
+			t.Errorf("index under the grant: login %q, consoles %q; want %q, [alpha]", login, ids, f.alice.login)
+		}
+
+		// The grant withdrawn: within the WhoIs cache's life, alice opens both again.
+		if withdrawn = withdraw(); !withdrawn {
+			t.Fatalf("alice never opened build-1 again after the grant was withdrawn")
+		}
+		path = "/c/alpha/g1/after"
+		forwardedTo(t, f.console, "alpha", f.mustDo(t, f.alice, "GET", path), path, f.alice.login, f.alice.ip)
+		path = "/c/build-1/g1/after"
+		forwardedTo(t, build, "build-1", f.mustDo(t, f.alice, "GET", path), path, f.alice.login, f.alice.ip)
+		if _, ids := f.indexIDs(t, f.alice); !slices.Equal(ids, []string{"alpha", "build-1"}) {
+			t.Errorf("index after the grant: consoles %q, want [alpha build-1]", ids)
+		}
 	})
 
 	// tsnet's LocalAPI has no socket to find tailscaled's process by: its command line is this
