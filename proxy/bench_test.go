@@ -7,6 +7,9 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/phase-console/fleet/internal/doortest"
+	"github.com/phase-console/fleet/internal/rawhttp"
 )
 
 // The per-request costs of the hop's judgement (issue: 0 allocations in path judgement; header
@@ -113,10 +116,10 @@ func BenchmarkHopPOST(b *testing.B) {
 	}()
 	d := startTestDoor(b)
 	d.setConsole("bench", ln.Addr().String())
-	conn := d.dial()
+	conn := d.Dial()
 	defer conn.Close()
 	conn.SetDeadline(time.Time{})
-	req := []byte(crlf(serveReq("POST", "/c/bench/x", "Content-Type: text/plain", "Content-Length: 5")) + "hello")
+	req := []byte(rawhttp.CRLF(doortest.ServeReq("POST", "/c/bench/x", "Content-Type: text/plain", "Content-Length: 5")) + "hello")
 	br := bufio.NewReader(conn)
 	b.ReportAllocs()
 	for b.Loop() {

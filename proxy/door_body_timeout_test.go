@@ -11,6 +11,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/phase-console/fleet/internal/doortest"
+	"github.com/phase-console/fleet/internal/rawhttp"
 )
 
 // fakeClock is the hop's clock in these tests: its timers fire only when the test moves it on,
@@ -81,7 +84,7 @@ func (c *fakeClock) advance(d time.Duration) {
 // waitArmed waits until some timer is armed (a Read of the body is waiting for the caller).
 func (c *fakeClock) waitArmed(t *testing.T) {
 	t.Helper()
-	deadline := time.After(waitLimit)
+	deadline := time.After(doortest.WaitLimit)
 	for {
 		c.mu.Lock()
 		for _, tm := range c.timers {
@@ -155,7 +158,7 @@ func (c *trickleConsole) wantByte(t *testing.T, want byte) {
 		if b != want {
 			t.Fatalf("console read %q, want %q", b, want)
 		}
-	case <-time.After(waitLimit):
+	case <-time.After(doortest.WaitLimit):
 		t.Fatalf("gave up waiting for the console to read %q", want)
 	}
 }
@@ -165,7 +168,7 @@ func (c *trickleConsole) end(t *testing.T) trickleEnd {
 	select {
 	case e := <-c.done:
 		return e
-	case <-time.After(waitLimit):
+	case <-time.After(doortest.WaitLimit):
 		t.Fatal("gave up waiting for the console's request to end")
 	}
 	return trickleEnd{}
@@ -188,14 +191,14 @@ func TestStalledBodyCut_S9(t *testing.T) {
 		head  string
 		first string
 	}{
-		{"S9 chunked body stalls after one byte", serveReq("POST", "/c/slow/upload", "Transfer-Encoding: chunked"), "1\r\na\r\n"},
-		{"S9 Content-Length body stalls after one byte", serveReq("POST", "/c/slow/upload", "Content-Length: 10"), "a"},
+		{"S9 chunked body stalls after one byte", doortest.ServeReq("POST", "/c/slow/upload", "Transfer-Encoding: chunked"), "1\r\na\r\n"},
+		{"S9 Content-Length body stalls after one byte", doortest.ServeReq("POST", "/c/slow/upload", "Content-Length: 10"), "a"},
 	} {
 		t.Run(row.name, func(t *testing.T) {
-			logsBefore := len(d.logs.Events("fleet.rejected"))
-			conn := d.dial()
+			logsBefore := len(d.Logs.Events("fleet.rejected"))
+			conn := d.Dial()
 			defer conn.Close()
-			if _, err := io.WriteString(conn, crlf(row.head)+row.first); err != nil {
+			if _, err := io.WriteString(conn, rawhttp.CRLF(row.head)+row.first); err != nil {
 				t.Fatal(err)
 			}
 			if row.first == "a" {
@@ -224,8 +227,8 @@ func TestStalledBodyCut_S9(t *testing.T) {
 			if e := slow.end(t); e.err == nil {
 				t.Errorf("the console's request ended well with body %q; it must be aborted", e.body)
 			}
-			d.wantRejectedLine(t, logsBefore, row.head, "body-timeout")
-			if n := len(d.logs.Events("fleet.console-down")); n != 0 {
+			d.WantRejectedLine(t, logsBefore, row.head, "body-timeout")
+			if n := len(d.Logs.Events("fleet.console-down")); n != 0 {
 				t.Errorf("a caller's stalled body marked the console down (%d lines)", n)
 			}
 		})
@@ -239,9 +242,9 @@ func TestSlowBodyNotCut_S9(t *testing.T) {
 	d := startTestDoor(t, withClock(clk))
 	slow := newTrickleConsole(t)
 	d.setConsole("slow", slow.ln.Addr().String())
-	conn := d.dial()
+	conn := d.Dial()
 	defer conn.Close()
-	if _, err := io.WriteString(conn, crlf(serveReq("POST", "/c/slow/upload", "Transfer-Encoding: chunked"))); err != nil {
+	if _, err := io.WriteString(conn, rawhttp.CRLF(doortest.ServeReq("POST", "/c/slow/upload", "Transfer-Encoding: chunked"))); err != nil {
 		t.Fatal(err)
 	}
 	const body = "hello"
@@ -311,15 +314,15 @@ func TestBodyLeftByConsoleNeverReadWithoutDeadline_S9(t *testing.T) {
 		{"S9 chunked", "Transfer-Encoding: chunked", "3e8\r\n" + strings.Repeat("a", 1000) + "\r\n", "1\r\nb\r\n"},
 	} {
 		t.Run(row.name, func(t *testing.T) {
-			conn := d.dial()
+			conn := d.Dial()
 			defer conn.Close()
-			head := serveReq("POST", "/c/early/nowhere", "Content-Type: application/octet-stream", row.framing)
-			if _, err := io.WriteString(conn, crlf(head)+row.first); err != nil {
+			head := doortest.ServeReq("POST", "/c/early/nowhere", "Content-Type: application/octet-stream", row.framing)
+			if _, err := io.WriteString(conn, rawhttp.CRLF(head)+row.first); err != nil {
 				t.Fatal(err)
 			}
 			select {
 			case <-answered:
-			case <-time.After(waitLimit):
+			case <-time.After(doortest.WaitLimit):
 				t.Fatal("the console never saw the request")
 			}
 			time.Sleep(200 * time.Millisecond) // the console's answer reaches the hop
@@ -358,19 +361,19 @@ func TestBodyLeftByConsoleNeverReadWithoutDeadline_S9(t *testing.T) {
 // leaves the caller's connection open for its next request, which is judged and answered on it.
 func TestBodyReadWholeKeepsConnection_S9(t *testing.T) {
 	d := startTestDoor(t)
-	before := d.alpha.count()
-	first := serveReq("POST", "/c/alpha/form", "Content-Length: 5") + "hello"
-	second := serveReq("POST", "/c/alpha/chunked", "Transfer-Encoding: chunked") + "5\r\nworld\r\n0\r\n\r\n"
-	rs := d.rawMany(first+second+serveReq("GET", "/c/alpha/last"), 3)
+	before := d.Alpha.Count()
+	first := doortest.ServeReq("POST", "/c/alpha/form", "Content-Length: 5") + "hello"
+	second := doortest.ServeReq("POST", "/c/alpha/chunked", "Transfer-Encoding: chunked") + "5\r\nworld\r\n0\r\n\r\n"
+	rs := d.RawMany(first+second+doortest.ServeReq("GET", "/c/alpha/last"), 3)
 	for i, r := range rs {
-		if r.status != http.StatusOK {
-			t.Fatalf("answer %d: %d %q, want 200", i, r.status, r.reason)
+		if r.Status != http.StatusOK {
+			t.Fatalf("answer %d: %d %q, want 200", i, r.Status, r.Reason)
 		}
-		if hasToken(r.header["Connection"], "close") {
+		if hasToken(r.Header["Connection"], "close") {
 			t.Errorf("answer %d says Connection: close: a body read whole must not close the connection", i)
 		}
 	}
-	if got := d.alpha.Since(before); len(got) != 3 || got[0].Body != "hello" || got[1].Body != "world" {
+	if got := d.Alpha.Since(before); len(got) != 3 || got[0].Body != "hello" || got[1].Body != "world" {
 		t.Errorf("the console saw %d requests (%v), want the three with their bodies whole", len(got), got)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/phase-console/fleet/internal/doortest"
 	"github.com/phase-console/fleet/internal/otheruser"
 )
 
@@ -23,7 +24,7 @@ func TestDefaultDialerRefusesOtherUser_S6(t *testing.T) {
 	h := otheruser.Start(t, "^TestDoorHelperProcess$", "FLEET_PROXY_HELPER", "squat", nil)
 	port := strings.TrimSpace(strings.TrimPrefix(h.Expect(t, "PORT "), "PORT "))
 	d.setConsole("squat", "127.0.0.1:"+port)
-	d.wantRejected(t, serveReq("GET", "/c/squat/"), http.StatusBadGateway, "console-other-user")
+	d.WantRejected(t, doortest.ServeReq("GET", "/c/squat/"), http.StatusBadGateway, "console-other-user")
 	d.own.mu.Lock()
 	defer d.own.mu.Unlock()
 	if len(d.own.down) != 0 {

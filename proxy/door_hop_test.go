@@ -7,6 +7,9 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/phase-console/fleet/internal/doortest"
+	"github.com/phase-console/fleet/internal/rawhttp"
 )
 
 // TestAssertionHeadersRefused_S3: every spelling of either assertion header is refused before
@@ -34,20 +37,20 @@ func TestAssertionHeadersRefused_S3(t *testing.T) {
 	}
 	for _, row := range rows {
 		t.Run(row.name, func(t *testing.T) {
-			before := d.alpha.count()
-			req := serveReq("GET", "/c/alpha/", row.extra...)
+			before := d.Alpha.Count()
+			req := doortest.ServeReq("GET", "/c/alpha/", row.extra...)
 			if strings.Contains(req, "chunked") {
 				req += "0\r\nX-Phase-Console-Fleet: x\r\n\r\n"
 			}
-			r := d.raw(req)
-			d.wantRefused(t, r, before, http.StatusBadRequest, "assertion-sent")
+			r := d.Raw(req)
+			d.WantRefused(t, r, before, http.StatusBadRequest, "assertion-sent")
 		})
 	}
 	// S11: one log line per refusal, with the reason word, and never the token.
-	if got := len(d.logs.Events("fleet.rejected")); got != len(rows) {
+	if got := len(d.Logs.Events("fleet.rejected")); got != len(rows) {
 		t.Errorf("%d fleet.rejected lines for %d refusals", got, len(rows))
 	}
-	if strings.Contains(d.logs.String(), d.token) {
+	if strings.Contains(d.Logs.String(), d.Token) {
 		t.Error("the fleet token appears in the log")
 	}
 }
@@ -55,10 +58,10 @@ func TestAssertionHeadersRefused_S3(t *testing.T) {
 // TestRequestTrailersNeverForwarded_S3: trailers a caller sends never reach the console.
 func TestRequestTrailersNeverForwarded_S3(t *testing.T) {
 	d := startTestDoor(t)
-	before := d.alpha.count()
-	req := serveReq("POST", "/c/alpha/upload", "Transfer-Encoding: chunked", "Trailer: X-Checksum") +
+	before := d.Alpha.Count()
+	req := doortest.ServeReq("POST", "/c/alpha/upload", "Transfer-Encoding: chunked", "Trailer: X-Checksum") +
 		"5\r\nhello\r\n0\r\nX-Checksum: abc\r\n\r\n"
-	s := d.wantForwarded(t, d.raw(req), before, alice, "/upload")
+	s := d.WantForwarded(t, d.Raw(req), before, doortest.Alice, "/upload")
 	if s.Body != "hello" {
 		t.Errorf("body %q", s.Body)
 	}
@@ -100,26 +103,26 @@ func TestIdentityHeadersStripped_S4(t *testing.T) {
 	}
 	for _, row := range rows {
 		t.Run(row.name, func(t *testing.T) {
-			before := d.alpha.count()
-			s := d.wantForwarded(t, d.raw(serveReq("GET", "/c/alpha/x", row.header)), before, alice, "/x")
+			before := d.Alpha.Count()
+			s := d.WantForwarded(t, d.Raw(doortest.ServeReq("GET", "/c/alpha/x", row.header)), before, doortest.Alice, "/x")
 			name, _, _ := strings.Cut(row.header, ":")
-			if !strings.HasPrefix(name, "Connection") && !strings.HasPrefix(foldForTest(name), "x-forwarded-") && hasFolded(s.Header, name) {
+			if !strings.HasPrefix(name, "Connection") && !strings.HasPrefix(rawhttp.Fold(name), "x-forwarded-") && rawhttp.HasFolded(s.Header, name) {
 				t.Errorf("console saw %s", name)
 			}
 			for _, fam := range []string{"Tailscale-User-Login", "Tailscale-User-Name", "Forwarded", "X-Real-Ip",
 				"Remote-User", "Authorization", "Proxy-Authorization", "X-Forwarded-User", "X-Forwarded-Email"} {
-				if hasFolded(s.Header, fam) {
+				if rawhttp.HasFolded(s.Header, fam) {
 					t.Errorf("console saw %s", fam)
 				}
 			}
 			wantHop := map[string]string{
-				"X-Forwarded-For":    aliceIP,
-				"X-Forwarded-Host":   tsName,
+				"X-Forwarded-For":    doortest.AliceIP,
+				"X-Forwarded-Host":   doortest.TSName,
 				"X-Forwarded-Proto":  "https",
 				"X-Forwarded-Prefix": "/c/alpha",
 			}
 			for k, v := range wantHop {
-				if got := foldedValues(s.Header, k); len(got) != 1 || got[0] != v {
+				if got := rawhttp.FoldedValues(s.Header, k); len(got) != 1 || got[0] != v {
 					t.Errorf("console saw %s %q, want %q", k, got, v)
 				}
 			}
@@ -130,16 +133,16 @@ func TestIdentityHeadersStripped_S4(t *testing.T) {
 // TestPipelinedRequestsJudgedEach_S3: a second request on the same connection is judged on its own.
 func TestPipelinedRequestsJudgedEach_S3(t *testing.T) {
 	d := startTestDoor(t)
-	before := d.alpha.count()
+	before := d.Alpha.Count()
 	// (A 400 closes the connection, so it comes last.)
-	rs := d.rawMany(serveReq("GET", "/c/alpha/one")+serveReq("GET", "/c/alpha/hooks/x")+serveReq("GET", "/c/alpha/two", "X_Phase_Console_Fleet_Login: mallory"), 3)
-	if rs[0].status != 200 || rs[1].status != 403 || rs[1].reason != "hooks" || rs[2].status != 400 || rs[2].reason != "assertion-sent" {
-		t.Fatalf("got %d, %d %s, %d %s", rs[0].status, rs[1].status, rs[1].reason, rs[2].status, rs[2].reason)
+	rs := d.RawMany(doortest.ServeReq("GET", "/c/alpha/one")+doortest.ServeReq("GET", "/c/alpha/hooks/x")+doortest.ServeReq("GET", "/c/alpha/two", "X_Phase_Console_Fleet_Login: mallory"), 3)
+	if rs[0].Status != 200 || rs[1].Status != 403 || rs[1].Reason != "hooks" || rs[2].Status != 400 || rs[2].Reason != "assertion-sent" {
+		t.Fatalf("got %d, %d %s, %d %s", rs[0].Status, rs[1].Status, rs[1].Reason, rs[2].Status, rs[2].Reason)
 	}
-	if n := d.alpha.count() - before; n != 1 {
+	if n := d.Alpha.Count() - before; n != 1 {
 		t.Fatalf("console saw %d requests, want only the first", n)
 	}
-	if s, _ := d.alpha.last(); s.Path != "/one" {
+	if s, _ := d.Alpha.Last(); s.Path != "/one" {
 		t.Fatalf("console saw %q", s.Path)
 	}
 }
@@ -148,15 +151,15 @@ func TestPipelinedRequestsJudgedEach_S3(t *testing.T) {
 // console's own address, and keeps the query.
 func TestAssertionAndPrefix_S6(t *testing.T) {
 	d := startTestDoor(t)
-	before := d.alpha.count()
-	s := d.wantForwarded(t, d.raw(serveReq("GET", "/c/alpha/a/b/?q=1&r=%2F")), before, alice, "/a/b/")
+	before := d.Alpha.Count()
+	s := d.WantForwarded(t, d.Raw(doortest.ServeReq("GET", "/c/alpha/a/b/?q=1&r=%2F")), before, doortest.Alice, "/a/b/")
 	if s.RequestURI != "/a/b/?q=1&r=%2F" {
 		t.Errorf("console saw request-target %q", s.RequestURI)
 	}
 	// The root of a console is /c/<id>/; /c/<id> redirects there.
-	r := d.raw(serveReq("GET", "/c/alpha"))
-	if r.status != http.StatusPermanentRedirect || r.header.Get("Location") != "/c/alpha/" {
-		t.Errorf("/c/alpha: %d Location %q", r.status, r.header.Get("Location"))
+	r := d.Raw(doortest.ServeReq("GET", "/c/alpha"))
+	if r.Status != http.StatusPermanentRedirect || r.Header.Get("Location") != "/c/alpha/" {
+		t.Errorf("/c/alpha: %d Location %q", r.Status, r.Header.Get("Location"))
 	}
 }
 
@@ -198,15 +201,15 @@ func TestConsoleEarlyHintsScrubbed_R9(t *testing.T) {
 	d := startTestDoor(t)
 	d.setConsole("hints", hintsConsole(t))
 	for _, row := range []struct{ name, req string }{
-		{"R9 103 to a GET (fast loop)", serveReq("GET", "/c/hints/page")},
-		{"R9 103 to a POST (net/http)", serveReq("POST", "/c/hints/form", "Content-Length: 2") + "hi"},
-		{"R9 103 to a WebSocket upgrade (upgradeTransport)", serveReq("GET", "/c/hints/ws",
+		{"R9 103 to a GET (fast loop)", doortest.ServeReq("GET", "/c/hints/page")},
+		{"R9 103 to a POST (net/http)", doortest.ServeReq("POST", "/c/hints/form", "Content-Length: 2") + "hi"},
+		{"R9 103 to a WebSocket upgrade (upgradeTransport)", doortest.ServeReq("GET", "/c/hints/ws",
 			"Connection: Upgrade", "Upgrade: websocket", "Sec-WebSocket-Version: 13", wsKey)},
 	} {
 		t.Run(row.name, func(t *testing.T) {
-			conn := d.dial()
+			conn := d.Dial()
 			defer conn.Close()
-			if _, err := io.WriteString(conn, crlf(row.req)); err != nil {
+			if _, err := io.WriteString(conn, rawhttp.CRLF(row.req)); err != nil {
 				t.Fatal(err)
 			}
 			br := bufio.NewReader(conn)

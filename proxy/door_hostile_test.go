@@ -21,32 +21,32 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
+	"github.com/phase-console/fleet/internal/doortest"
 	"github.com/phase-console/fleet/internal/echoconsole"
 	"github.com/phase-console/fleet/internal/rawhttp"
 )
 
 // rtTry writes req on a fresh connection and reads up to n responses; it stops at the first read
 // error (a closed connection, or nothing more within wait) and returns what it read.
-func (d *testDoor) rtTry(req string, n int, wait time.Duration) ([]response, error) {
+func (d *testDoor) rtTry(req string, n int, wait time.Duration) ([]doortest.Response, error) {
 	d.t.Helper()
-	conn, err := net.Dial("tcp", d.addr)
+	conn, err := net.Dial("tcp", d.Addr)
 	if err != nil {
 		d.t.Fatal(err)
 	}
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(wait))
-	rs, err := rawhttp.ExchangeUpTo(conn, req, n)
-	return toResponses(rs), err
+	return rawhttp.ExchangeUpTo(conn, req, n)
 }
 
 // rtSeen returns what alpha saw since before.
-func (d *testDoor) rtSeen(before int) []seen { return d.alpha.Since(before) }
+func (d *testDoor) rtSeen(before int) []echoconsole.Request { return d.Alpha.Since(before) }
 
 // newRTConsole is a console whose handler the test chooses; it records what reached it.
-func newRTConsole(t *testing.T, d *testDoor, id string, h http.HandlerFunc) *echoConsole {
+func newRTConsole(t *testing.T, d *testDoor, id string, h http.HandlerFunc) *echoconsole.Console {
 	t.Helper()
-	c := newEchoConsole(t, echoconsole.Answer(h))
-	d.setConsole(id, c.addr())
+	c := echoconsole.New(t, echoconsole.Answer(h))
+	d.setConsole(id, c.Addr())
 	return c
 }
 
@@ -55,17 +55,17 @@ func newRTConsole(t *testing.T, d *testDoor, id string, h http.HandlerFunc) *ech
 func TestObsFoldContinuation_S3(t *testing.T) {
 	d := startTestDoor(t)
 	for _, fold := range []string{" X-Phase-Console-Fleet: evil", "\tX-Phase-Console-Fleet-Login: mallory"} {
-		before := d.alpha.count()
-		rs, _ := d.rtTry(serveReq("GET", "/c/alpha/", "X-Foo: a", fold), 1, 3*time.Second)
+		before := d.Alpha.Count()
+		rs, _ := d.rtTry(doortest.ServeReq("GET", "/c/alpha/", "X-Foo: a", fold), 1, 3*time.Second)
 		for _, s := range d.rtSeen(before) {
-			if got := foldedValues(s.Header, "X-Phase-Console-Fleet"); len(got) != 1 || got[0] != d.token {
+			if got := rawhttp.FoldedValues(s.Header, "X-Phase-Console-Fleet"); len(got) != 1 || got[0] != d.Token {
 				t.Errorf("%q: console saw bearer values %q", fold, got)
 			}
-			if got := foldedValues(s.Header, "X-Phase-Console-Fleet-Login"); len(got) != 1 || got[0] != alice {
+			if got := rawhttp.FoldedValues(s.Header, "X-Phase-Console-Fleet-Login"); len(got) != 1 || got[0] != doortest.Alice {
 				t.Errorf("%q: console saw login values %q", fold, got)
 			}
 		}
-		if len(rs) == 1 && rs[0].status == 200 && d.alpha.count() != before+1 {
+		if len(rs) == 1 && rs[0].Status == 200 && d.Alpha.Count() != before+1 {
 			t.Errorf("%q: 200 without a forward", fold)
 		}
 	}
@@ -82,13 +82,13 @@ func TestMalformedHeaderLines_S3(t *testing.T) {
 		"X-Phase-Console-Fleet-Login",
 		"X-Phase-Console-Fleet\t: evil",
 	} {
-		before := d.alpha.count()
-		rs, _ := d.rtTry(serveReq("GET", "/c/alpha/", extra), 1, 3*time.Second)
-		if d.alpha.count() != before {
+		before := d.Alpha.Count()
+		rs, _ := d.rtTry(doortest.ServeReq("GET", "/c/alpha/", extra), 1, 3*time.Second)
+		if d.Alpha.Count() != before {
 			t.Errorf("%q: forwarded to the console", extra)
 		}
-		if len(rs) == 1 && rs[0].status < 400 {
-			t.Errorf("%q: got %d", extra, rs[0].status)
+		if len(rs) == 1 && rs[0].Status < 400 {
+			t.Errorf("%q: got %d", extra, rs[0].Status)
 		}
 	}
 }
@@ -100,29 +100,29 @@ func TestPipelinedAfterRefusedUpgrade_S3(t *testing.T) {
 	c := newRTConsole(t, d, "refuser", func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no websockets here", http.StatusForbidden)
 	})
-	up := serveReq("GET", "/c/refuser/ws", "Connection: Upgrade", "Upgrade: websocket", "Sec-WebSocket-Version: 13", wsKey)
+	up := doortest.ServeReq("GET", "/c/refuser/ws", "Connection: Upgrade", "Upgrade: websocket", "Sec-WebSocket-Version: 13", wsKey)
 	rows := []struct {
 		name, next, reason string
 		status             int
 	}{
-		{"assertion", serveReq("GET", "/c/refuser/", "X-Phase-Console-Fleet: evil"), "assertion-sent", 400},
-		{"hooks", serveReq("POST", "/c/refuser/hooks/permission-request"), "hooks", 403},
-		{"foreign origin", serveReq("GET", "/c/refuser/", "Origin: https://evil.example"), "cross-origin", 403},
+		{"assertion", doortest.ServeReq("GET", "/c/refuser/", "X-Phase-Console-Fleet: evil"), "assertion-sent", 400},
+		{"hooks", doortest.ServeReq("POST", "/c/refuser/hooks/permission-request"), "hooks", 403},
+		{"foreign origin", doortest.ServeReq("GET", "/c/refuser/", "Origin: https://evil.example"), "cross-origin", 403},
 	}
 	for _, row := range rows {
 		t.Run(row.name, func(t *testing.T) {
-			before := c.count()
+			before := c.Count()
 			rs, err := d.rtTry(up+row.next, 2, 5*time.Second)
 			if len(rs) != 2 {
 				t.Fatalf("got %d responses (%v)", len(rs), err)
 			}
-			if rs[0].status != 403 || rs[0].reason != "" {
-				t.Errorf("upgrade: got %d %q, want the console's own 403", rs[0].status, rs[0].reason)
+			if rs[0].Status != 403 || rs[0].Reason != "" {
+				t.Errorf("upgrade: got %d %q, want the console's own 403", rs[0].Status, rs[0].Reason)
 			}
-			if rs[1].status != row.status || rs[1].reason != row.reason {
-				t.Errorf("pipelined: got %d %q, want %d %q", rs[1].status, rs[1].reason, row.status, row.reason)
+			if rs[1].Status != row.status || rs[1].Reason != row.reason {
+				t.Errorf("pipelined: got %d %q, want %d %q", rs[1].Status, rs[1].Reason, row.status, row.reason)
 			}
-			if n := c.count() - before; n != 1 {
+			if n := c.Count() - before; n != 1 {
 				t.Errorf("console saw %d requests, want 1 (the upgrade)", n)
 			}
 		})
@@ -144,18 +144,18 @@ func TestBadSwitchIsNotSpliced_S9(t *testing.T) {
 		io.Copy(io.Discard, brw)
 	})
 	for _, up := range []string{
-		serveReq("GET", "/c/switcher/ws", "Connection: Upgrade", "Upgrade: websocket", "Sec-WebSocket-Version: 13", wsKey),
-		serveReq("GET", "/c/switcher/plain"), // a 101 to a request that asked for no upgrade
+		doortest.ServeReq("GET", "/c/switcher/ws", "Connection: Upgrade", "Upgrade: websocket", "Sec-WebSocket-Version: 13", wsKey),
+		doortest.ServeReq("GET", "/c/switcher/plain"), // a 101 to a request that asked for no upgrade
 	} {
-		before := c.count()
-		rs, err := d.rtTry(up+serveReq("GET", "/c/switcher/hooks"), 2, 5*time.Second)
-		if len(rs) == 0 || rs[0].status != http.StatusBadGateway {
+		before := c.Count()
+		rs, err := d.rtTry(up+doortest.ServeReq("GET", "/c/switcher/hooks"), 2, 5*time.Second)
+		if len(rs) == 0 || rs[0].Status != http.StatusBadGateway {
 			t.Fatalf("got %v (%v), want 502 first", rs, err)
 		}
-		if len(rs) == 2 && (rs[1].status != 403 || rs[1].reason != "hooks") {
-			t.Errorf("pipelined hooks: got %d %q", rs[1].status, rs[1].reason)
+		if len(rs) == 2 && (rs[1].Status != 403 || rs[1].Reason != "hooks") {
+			t.Errorf("pipelined hooks: got %d %q", rs[1].Status, rs[1].Reason)
 		}
-		if n := c.count() - before; n != 1 {
+		if n := c.Count() - before; n != 1 {
 			t.Errorf("console saw %d requests, want 1", n)
 		}
 	}
@@ -164,18 +164,18 @@ func TestBadSwitchIsNotSpliced_S9(t *testing.T) {
 // HTTP/1.0 keep-alive: every request on the connection is judged.
 func TestHTTP10KeepAlive_S3(t *testing.T) {
 	d := startTestDoor(t)
-	first := strings.Replace(serveReq("GET", "/c/alpha/", "Connection: keep-alive"), "HTTP/1.1", "HTTP/1.0", 1)
-	second := strings.Replace(serveReq("GET", "/c/alpha/", "X-Phase-Console-Fleet-Login: mallory"), "HTTP/1.1", "HTTP/1.0", 1)
-	before := d.alpha.count()
+	first := strings.Replace(doortest.ServeReq("GET", "/c/alpha/", "Connection: keep-alive"), "HTTP/1.1", "HTTP/1.0", 1)
+	second := strings.Replace(doortest.ServeReq("GET", "/c/alpha/", "X-Phase-Console-Fleet-Login: mallory"), "HTTP/1.1", "HTTP/1.0", 1)
+	before := d.Alpha.Count()
 	rs, _ := d.rtTry(first+second, 2, 3*time.Second)
-	if len(rs) == 2 && (rs[1].status != 400 || rs[1].reason != "assertion-sent") {
-		t.Errorf("second request: %d %q", rs[1].status, rs[1].reason)
+	if len(rs) == 2 && (rs[1].Status != 400 || rs[1].Reason != "assertion-sent") {
+		t.Errorf("second request: %d %q", rs[1].Status, rs[1].Reason)
 	}
-	if n := d.alpha.count() - before; n > 1 {
+	if n := d.Alpha.Count() - before; n > 1 {
 		t.Errorf("console saw %d requests", n)
 	}
 	for _, s := range d.rtSeen(before) {
-		if got := foldedValues(s.Header, "X-Phase-Console-Fleet-Login"); len(got) != 1 || got[0] != alice {
+		if got := rawhttp.FoldedValues(s.Header, "X-Phase-Console-Fleet-Login"); len(got) != 1 || got[0] != doortest.Alice {
 			t.Errorf("console saw logins %q", got)
 		}
 	}
@@ -184,11 +184,11 @@ func TestHTTP10KeepAlive_S3(t *testing.T) {
 // S6: the caller's Connection line cannot delete what the hop sets.
 func TestConnectionCannotDeleteHopHeaders_S6(t *testing.T) {
 	d := startTestDoor(t)
-	before := d.alpha.count()
-	r := d.raw(serveReq("GET", "/c/alpha/x",
+	before := d.Alpha.Count()
+	r := d.Raw(doortest.ServeReq("GET", "/c/alpha/x",
 		"Connection: keep-alive, X-Forwarded-For, X-Forwarded-Prefix, X-Forwarded-Host, X-Forwarded-Proto, Host"))
-	s := d.wantForwarded(t, r, before, alice, "/x")
-	want := map[string]string{"X-Forwarded-For": aliceIP, "X-Forwarded-Prefix": "/c/alpha", "X-Forwarded-Host": tsName, "X-Forwarded-Proto": "https"}
+	s := d.WantForwarded(t, r, before, doortest.Alice, "/x")
+	want := map[string]string{"X-Forwarded-For": doortest.AliceIP, "X-Forwarded-Prefix": "/c/alpha", "X-Forwarded-Host": doortest.TSName, "X-Forwarded-Proto": "https"}
 	for k, v := range want {
 		if got := s.Header.Values(k); len(got) != 1 || got[0] != v {
 			t.Errorf("console saw %s %q, want %q", k, got, v)
@@ -208,8 +208,8 @@ func TestIdentityFamiliesOddSpellings_S4(t *testing.T) {
 	for _, n := range names {
 		extra = append(extra, n+": mallory")
 	}
-	before := d.alpha.count()
-	s := d.wantForwarded(t, d.raw(serveReq("GET", "/c/alpha/x", extra...)), before, alice, "/x")
+	before := d.Alpha.Count()
+	s := d.WantForwarded(t, d.Raw(doortest.ServeReq("GET", "/c/alpha/x", extra...)), before, doortest.Alice, "/x")
 	for k, vv := range s.Header {
 		for _, v := range vv {
 			if strings.Contains(v, "mallory") {
@@ -235,8 +235,8 @@ func TestUnsentBodyRefusedAndClosed_S9(t *testing.T) {
 			w.Header().Set("X-Page", r.URL.Path) // answers without reading the body
 		})
 	})
-	gone := newEchoConsole(t)
-	d.setConsole("gone", gone.addr())
+	gone := echoconsole.New(t)
+	d.setConsole("gone", gone.Addr())
 	gone.Close()
 	const declared = "Content-Length: 1000"
 	rows := []struct {
@@ -246,28 +246,28 @@ func TestUnsentBodyRefusedAndClosed_S9(t *testing.T) {
 		status int
 		reason string
 	}{
-		{"S7 hooks", d, serveReq("POST", "/c/alpha/hooks", declared), http.StatusForbidden, "hooks"},
-		{"S7 hooks, chunked", d, serveReq("POST", "/c/alpha/hooks", "Transfer-Encoding: chunked"), http.StatusForbidden, "hooks"},
-		{"S8 unknown console", d, serveReq("POST", "/c/nosuch/x", declared), http.StatusNotFound, "unknown-console"},
-		{"S12 cross-origin", d, serveReq("POST", "/c/alpha/x", declared, "Origin: https://evil.example"), http.StatusForbidden, "cross-origin"},
-		{"method", d, serveReq("TRACE", "/c/alpha/x", declared), http.StatusMethodNotAllowed, "method"},
-		{"no such page", d, serveReq("POST", "/fleet/v1/consoles", declared), http.StatusNotFound, "not-found"},
-		{"S7 redirect", d, serveReq("POST", "/c/alpha", declared), http.StatusPermanentRedirect, ""},
-		{"page", pages, serveReq("POST", "/fleet/v1/consoles", declared), http.StatusOK, ""},
-		{"S8 console down", d, serveReq("POST", "/c/gone/x", declared), http.StatusBadGateway, "console-down"},
+		{"S7 hooks", d, doortest.ServeReq("POST", "/c/alpha/hooks", declared), http.StatusForbidden, "hooks"},
+		{"S7 hooks, chunked", d, doortest.ServeReq("POST", "/c/alpha/hooks", "Transfer-Encoding: chunked"), http.StatusForbidden, "hooks"},
+		{"S8 unknown console", d, doortest.ServeReq("POST", "/c/nosuch/x", declared), http.StatusNotFound, "unknown-console"},
+		{"S12 cross-origin", d, doortest.ServeReq("POST", "/c/alpha/x", declared, "Origin: https://evil.example"), http.StatusForbidden, "cross-origin"},
+		{"method", d, doortest.ServeReq("TRACE", "/c/alpha/x", declared), http.StatusMethodNotAllowed, "method"},
+		{"no such page", d, doortest.ServeReq("POST", "/fleet/v1/consoles", declared), http.StatusNotFound, "not-found"},
+		{"S7 redirect", d, doortest.ServeReq("POST", "/c/alpha", declared), http.StatusPermanentRedirect, ""},
+		{"page", pages, doortest.ServeReq("POST", "/fleet/v1/consoles", declared), http.StatusOK, ""},
+		{"S8 console down", d, doortest.ServeReq("POST", "/c/gone/x", declared), http.StatusBadGateway, "console-down"},
 		// Closed already, but net/http still read the body when it closed it, with no deadline.
-		{"S3 assertion-sent", d, serveReq("POST", "/c/alpha/x", declared, "X-Phase-Console-Fleet: x"), http.StatusBadRequest, "assertion-sent"},
+		{"S3 assertion-sent", d, doortest.ServeReq("POST", "/c/alpha/x", declared, "X-Phase-Console-Fleet: x"), http.StatusBadRequest, "assertion-sent"},
 	}
 	for _, row := range rows {
 		t.Run(row.name, func(t *testing.T) {
-			before := d.alpha.count()
-			conn := row.door.dial() // its deadline guards against the hang
+			before := d.Alpha.Count()
+			conn := row.door.Dial() // its deadline guards against the hang
 			defer conn.Close()
-			if _, err := io.WriteString(conn, crlf(row.req)); err != nil {
+			if _, err := io.WriteString(conn, rawhttp.CRLF(row.req)); err != nil {
 				t.Fatal(err)
 			}
 			br := bufio.NewReader(conn)
-			method, _ := requestLine(row.req)
+			method, _ := rawhttp.RequestLine(row.req)
 			res, err := http.ReadResponse(br, &http.Request{Method: method})
 			if err != nil {
 				t.Fatalf("no answer: %v", err)
@@ -280,8 +280,8 @@ func TestUnsentBodyRefusedAndClosed_S9(t *testing.T) {
 			if !res.Close {
 				t.Errorf("the answer keeps the connection (Connection: %q)", res.Header.Get("Connection"))
 			}
-			wantClosed(t, conn, br, "the connection of a body never sent")
-			if n := d.alpha.count(); n != before {
+			doortest.WantClosed(t, conn, br, "the connection of a body never sent")
+			if n := d.Alpha.Count(); n != before {
 				t.Errorf("the console saw %d requests, want none", n-before)
 			}
 		})
@@ -294,10 +294,10 @@ func TestUnsentBodyRefusedAndClosed_S9(t *testing.T) {
 func TestBodylessRefusalKeepsConnection_S7(t *testing.T) {
 	d := startTestDoor(t)
 	for _, extra := range [][]string{nil, {"Content-Length: 0"}} {
-		rs := d.rawMany(serveReq("POST", "/c/alpha/hooks", extra...)+serveReq("GET", "/c/alpha/x"), 2)
-		if rs[0].status != http.StatusForbidden || rs[0].reason != "hooks" || rs[1].status != http.StatusOK {
+		rs := d.RawMany(doortest.ServeReq("POST", "/c/alpha/hooks", extra...)+doortest.ServeReq("GET", "/c/alpha/x"), 2)
+		if rs[0].Status != http.StatusForbidden || rs[0].Reason != "hooks" || rs[1].Status != http.StatusOK {
 			t.Errorf("%q: got %d %q then %d, want 403 hooks then 200 on the same connection", extra,
-				rs[0].status, rs[0].reason, rs[1].status)
+				rs[0].Status, rs[0].Reason, rs[1].Status)
 		}
 	}
 }
@@ -349,7 +349,7 @@ func h2Get(t *testing.T, addr, path string) (status, reason string) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(waitLimit))
+	c.SetDeadline(time.Now().Add(doortest.WaitLimit))
 	io.WriteString(c, http2.ClientPreface)
 	fr := http2.NewFramer(c, c)
 	fr.WriteSettings()
@@ -432,7 +432,7 @@ func TestHTTP2TargetWithSpaceRefused_S7(t *testing.T) {
 		if line != "GET /x?a%20/hooks HTTP/1.1" {
 			t.Errorf("the console was sent %q", line)
 		}
-	case <-time.After(waitLimit):
+	case <-time.After(doortest.WaitLimit):
 		t.Error("the escaped query never reached the console")
 	}
 }
@@ -442,7 +442,7 @@ func TestHTTP2TargetWithSpaceRefused_S7(t *testing.T) {
 // next read (nil: it was still open after hold).
 func switchingConsole(t *testing.T, hold time.Duration) (addr string, ended <-chan error) {
 	ch := make(chan error, 4)
-	rc := newRawConsole(t, func(_ int, c net.Conn, r *http.Request) bool {
+	rc := doortest.NewRawConsole(t, func(_ int, c net.Conn, r *http.Request) bool {
 		io.Copy(io.Discard, r.Body)
 		io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
 		c.SetReadDeadline(time.Now().Add(hold))
@@ -453,7 +453,7 @@ func switchingConsole(t *testing.T, hold time.Duration) (addr string, ended <-ch
 		ch <- err
 		return false
 	})
-	return rc.ln.Addr().String(), ch
+	return rc.Addr(), ch
 }
 
 // TestUnaskedSwitchClosesConsoleConnection_S9: a console that answers 101 to a request that
@@ -477,8 +477,8 @@ func TestUnaskedSwitchClosesConsoleConnection_S9(t *testing.T) {
 		ask  func() (int, error)
 	}{
 		{"S9 a POST over HTTP/1 (net/http)", func() (int, error) {
-			r := d.rawAs(serveReq("POST", "/c/switcher/form", "Content-Length: 2") + "hi")
-			return r.status, nil
+			r := d.RawAs(doortest.ServeReq("POST", "/c/switcher/form", "Content-Length: 2") + "hi")
+			return r.Status, nil
 		}},
 		{"S9 a GET over HTTP/2 (net/http)", func() (int, error) {
 			resp, err := h2.Get(ts.URL + "/c/switcher/page")
@@ -502,7 +502,7 @@ func TestUnaskedSwitchClosesConsoleConnection_S9(t *testing.T) {
 				if err == nil {
 					t.Error("the console's connection was still open 3 s after its 101 was refused")
 				}
-			case <-time.After(waitLimit):
+			case <-time.After(doortest.WaitLimit):
 				t.Fatal("the console never answered")
 			}
 		})

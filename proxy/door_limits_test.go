@@ -8,6 +8,9 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/phase-console/fleet/internal/doortest"
+	"github.com/phase-console/fleet/internal/rawhttp"
 )
 
 // countingListener counts the bytes the server reads from its connections.
@@ -49,13 +52,13 @@ func TestHeaderBufferBounded_S9(t *testing.T) {
 	go srv.Serve(cl)
 	t.Cleanup(func() { srv.Close() })
 
-	before := d.alpha.count()
+	before := d.Alpha.Count()
 	conn, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	req := crlf(serveReq("GET", "/c/alpha/x", "X-Big: "+strings.Repeat("a", 100<<10)))
+	req := rawhttp.CRLF(doortest.ServeReq("GET", "/c/alpha/x", "X-Big: "+strings.Repeat("a", 100<<10)))
 	go io.WriteString(conn, req) // the door may stop reading (and close) before all is written
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil {
@@ -65,7 +68,7 @@ func TestHeaderBufferBounded_S9(t *testing.T) {
 	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
 		t.Errorf("got %d, want 431", resp.StatusCode)
 	}
-	if n := d.alpha.count(); n != before {
+	if n := d.Alpha.Count(); n != before {
 		t.Errorf("the console saw %d request(s)", n-before)
 	}
 	const slack = 8 << 10 // net/http's 4 KiB read slack and one 4 KiB read of its buffer

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/phase-console/fleet/internal/doorrules"
+	"github.com/phase-console/fleet/internal/doortest"
 )
 
 // TestSharedRules_S3_S4_S7_S9_S12: the table of requests every door must judge alike, against
@@ -19,12 +20,12 @@ func TestSharedRules_S3_S4_S7_S9_S12(t *testing.T) {
 type rulesDoor struct{ d *testDoor }
 
 func (r rulesDoor) Request(method, target string, extra ...string) string {
-	return serveReq(method, target, extra...)
+	return doortest.ServeReq(method, target, extra...)
 }
 
 func (r rulesDoor) Send(t *testing.T, raw string) (int, string) {
-	resp := r.d.rawAs(raw)
-	return resp.status, resp.reason
+	resp := r.d.RawAs(raw)
+	return resp.Status, resp.Reason
 }
 
-func (r rulesDoor) Received() (int, string, http.Header) { return r.d.alpha.Received() }
+func (r rulesDoor) Received() (int, string, http.Header) { return r.d.Alpha.Received() }

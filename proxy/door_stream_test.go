@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/phase-console/fleet/internal/doortest"
 	"github.com/phase-console/fleet/internal/echoconsole"
+	"github.com/phase-console/fleet/internal/rawhttp"
 )
 
 const wsKey = "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ=="
@@ -31,9 +33,9 @@ func TestWebSocketThroughHop_S9(t *testing.T) {
 	}
 	for _, row := range rows {
 		t.Run(row.name, func(t *testing.T) {
-			before := d.alpha.count()
+			before := d.Alpha.Count()
 			extra := append([]string{"Sec-WebSocket-Version: 13", wsKey}, row.extra...)
-			conn, br, resp := d.open(serveReq("GET", "/c/alpha/ws", extra...))
+			conn, br, resp := d.Open(doortest.ServeReq("GET", "/c/alpha/ws", extra...))
 			defer conn.Close()
 			if resp.StatusCode != http.StatusSwitchingProtocols {
 				body, _ := io.ReadAll(resp.Body)
@@ -49,11 +51,11 @@ func TestWebSocketThroughHop_S9(t *testing.T) {
 			if err != nil || line != "echo:hello\n" {
 				t.Fatalf("read %q, %v; want echo:hello", line, err)
 			}
-			if n := d.alpha.count(); n != before+1 {
+			if n := d.Alpha.Count(); n != before+1 {
 				t.Fatalf("console saw %d requests, want 1", n-before)
 			}
-			s, _ := d.alpha.last()
-			if s.Path != "/ws" || s.Header.Get("X-Phase-Console-Fleet-Login") != alice || s.Header.Get("X-Phase-Console-Fleet") != d.token {
+			s, _ := d.Alpha.Last()
+			if s.Path != "/ws" || s.Header.Get("X-Phase-Console-Fleet-Login") != doortest.Alice || s.Header.Get("X-Phase-Console-Fleet") != d.Token {
 				t.Errorf("console saw %q as %q", s.Path, s.Header.Get("X-Phase-Console-Fleet-Login"))
 			}
 			if !strings.EqualFold(s.Header.Get("Upgrade"), "websocket") || !strings.EqualFold(s.Header.Get("Connection"), "Upgrade") {
@@ -74,20 +76,20 @@ func TestBadUpgradeRefused_S9(t *testing.T) {
 		name string
 		req  string
 	}{
-		{"S9 h2c", serveReq("GET", "/c/alpha/x", "Connection: Upgrade, HTTP2-Settings", "Upgrade: h2c", "HTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA")},
-		{"S9 h2c without Connection", serveReq("GET", "/c/alpha/x", "Upgrade: h2c")},
-		{"S9 websocket without Connection: Upgrade", serveReq("GET", "/c/alpha/x", "Upgrade: websocket", wsKey)},
-		{"S9 websocket with Connection: keep-alive", serveReq("GET", "/c/alpha/x", "Connection: keep-alive", "Upgrade: websocket", wsKey)},
-		{"S9 websocket, h2c", serveReq("GET", "/c/alpha/x", "Connection: Upgrade", "Upgrade: websocket, h2c")},
-		{"S9 two Upgrade lines", serveReq("GET", "/c/alpha/x", "Connection: Upgrade", "Upgrade: websocket", "Upgrade: h2c")},
-		{"S9 TLS/1.0", serveReq("GET", "/c/alpha/x", "Connection: Upgrade", "Upgrade: TLS/1.0")},
-		{"S9 empty Upgrade", serveReq("GET", "/c/alpha/x", "Connection: Upgrade", "Upgrade:")},
-		{"S9 websocket/13", serveReq("GET", "/c/alpha/x", "Connection: Upgrade", "Upgrade: websocket/13")},
-		{"S9 h2c to a door's own page", serveReq("GET", "/fleet/v1/consoles", "Connection: Upgrade", "Upgrade: h2c")},
+		{"S9 h2c", doortest.ServeReq("GET", "/c/alpha/x", "Connection: Upgrade, HTTP2-Settings", "Upgrade: h2c", "HTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA")},
+		{"S9 h2c without Connection", doortest.ServeReq("GET", "/c/alpha/x", "Upgrade: h2c")},
+		{"S9 websocket without Connection: Upgrade", doortest.ServeReq("GET", "/c/alpha/x", "Upgrade: websocket", wsKey)},
+		{"S9 websocket with Connection: keep-alive", doortest.ServeReq("GET", "/c/alpha/x", "Connection: keep-alive", "Upgrade: websocket", wsKey)},
+		{"S9 websocket, h2c", doortest.ServeReq("GET", "/c/alpha/x", "Connection: Upgrade", "Upgrade: websocket, h2c")},
+		{"S9 two Upgrade lines", doortest.ServeReq("GET", "/c/alpha/x", "Connection: Upgrade", "Upgrade: websocket", "Upgrade: h2c")},
+		{"S9 TLS/1.0", doortest.ServeReq("GET", "/c/alpha/x", "Connection: Upgrade", "Upgrade: TLS/1.0")},
+		{"S9 empty Upgrade", doortest.ServeReq("GET", "/c/alpha/x", "Connection: Upgrade", "Upgrade:")},
+		{"S9 websocket/13", doortest.ServeReq("GET", "/c/alpha/x", "Connection: Upgrade", "Upgrade: websocket/13")},
+		{"S9 h2c to a door's own page", doortest.ServeReq("GET", "/fleet/v1/consoles", "Connection: Upgrade", "Upgrade: h2c")},
 	}
 	for _, row := range rows {
 		t.Run(row.name, func(t *testing.T) {
-			d.wantRejected(t, row.req, http.StatusBadRequest, "bad-upgrade")
+			d.WantRejected(t, row.req, http.StatusBadRequest, "bad-upgrade")
 		})
 	}
 }
@@ -97,7 +99,7 @@ func TestBadUpgradeRefused_S9(t *testing.T) {
 func TestServerSentEventsStream_S9(t *testing.T) {
 	d := startTestDoor(t)
 	t.Run("S9 SSE from alpha", func(t *testing.T) {
-		conn, _, resp := d.open(serveReq("GET", "/c/alpha/sse", "Accept: text/event-stream"))
+		conn, _, resp := d.Open(doortest.ServeReq("GET", "/c/alpha/sse", "Accept: text/event-stream"))
 		defer conn.Close()
 		if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
 			t.Fatalf("got %d %q", resp.StatusCode, resp.Header.Get("Content-Type"))
@@ -116,7 +118,7 @@ func TestServerSentEventsStream_S9(t *testing.T) {
 	t.Run("S9 SSE first event before the stream ends", func(t *testing.T) {
 		g := echoconsole.NewGate(t)
 		d.setConsole("gate", g.Addr())
-		conn, _, resp := d.open(serveReq("GET", "/c/gate/sse", "Accept: text/event-stream"))
+		conn, _, resp := d.Open(doortest.ServeReq("GET", "/c/gate/sse", "Accept: text/event-stream"))
 		defer conn.Close()
 		if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
 			t.Fatalf("got %d %q", resp.StatusCode, resp.Header.Get("Content-Type"))
@@ -156,28 +158,28 @@ func TestHugeHeadersRefused_S9(t *testing.T) {
 			if row.bug != "" {
 				t.Skip("BUG: " + row.bug)
 			}
-			before := d.alpha.count()
-			r := d.rawAs(serveReq("GET", "/c/alpha/x", row.extra...))
-			if r.status != http.StatusRequestHeaderFieldsTooLarge {
-				t.Errorf("got %d %q, want 431", r.status, r.reason)
+			before := d.Alpha.Count()
+			r := d.RawAs(doortest.ServeReq("GET", "/c/alpha/x", row.extra...))
+			if r.Status != http.StatusRequestHeaderFieldsTooLarge {
+				t.Errorf("got %d %q, want 431", r.Status, r.Reason)
 			}
-			if n := d.alpha.count(); n != before {
+			if n := d.Alpha.Count(); n != before {
 				t.Errorf("the console saw %d request(s)", n-before)
 			}
 		})
 	}
 	t.Run("S11 a 431 within net/http's slack is one fleet.rejected line", func(t *testing.T) {
-		logsBefore := len(d.logs.Events("fleet.rejected"))
-		req := serveReq("GET", "/c/alpha/x", "X-Big: "+strings.Repeat("a", 65<<10))
-		r := d.rawAs(req)
-		if r.status != http.StatusRequestHeaderFieldsTooLarge || r.reason != "header-too-large" {
-			t.Errorf("got %d %q, want 431 header-too-large", r.status, r.reason)
+		logsBefore := len(d.Logs.Events("fleet.rejected"))
+		req := doortest.ServeReq("GET", "/c/alpha/x", "X-Big: "+strings.Repeat("a", 65<<10))
+		r := d.RawAs(req)
+		if r.Status != http.StatusRequestHeaderFieldsTooLarge || r.Reason != "header-too-large" {
+			t.Errorf("got %d %q, want 431 header-too-large", r.Status, r.Reason)
 		}
-		d.wantRejectedLine(t, logsBefore, req, "header-too-large")
+		d.WantRejectedLine(t, logsBefore, req, "header-too-large")
 	})
 	t.Run("S9 60 KiB of headers is fine", func(t *testing.T) {
-		before := d.alpha.count()
-		s := d.wantForwarded(t, d.raw(serveReq("GET", "/c/alpha/x", "X-Big: "+strings.Repeat("a", 60<<10))), before, alice, "/x")
+		before := d.Alpha.Count()
+		s := d.WantForwarded(t, d.Raw(doortest.ServeReq("GET", "/c/alpha/x", "X-Big: "+strings.Repeat("a", 60<<10))), before, doortest.Alice, "/x")
 		if len(s.Header.Get("X-Big")) != 60<<10 {
 			t.Errorf("console saw X-Big of %d bytes", len(s.Header.Get("X-Big")))
 		}
@@ -198,25 +200,25 @@ func TestLargeBodyStreams_S9(t *testing.T) {
 	d := startTestDoor(t)
 	body := bigBody(8 << 20)
 	t.Run("S9 8 MiB with Content-Length", func(t *testing.T) {
-		before := d.alpha.count()
-		req := serveReq("POST", "/c/alpha/upload", "Content-Type: application/octet-stream",
+		before := d.Alpha.Count()
+		req := doortest.ServeReq("POST", "/c/alpha/upload", "Content-Type: application/octet-stream",
 			fmt.Sprintf("Content-Length: %d", len(body))) + body
-		s := d.wantForwarded(t, d.raw(req), before, alice, "/upload")
+		s := d.WantForwarded(t, d.Raw(req), before, doortest.Alice, "/upload")
 		if len(s.Body) != len(body) || sha256.Sum256([]byte(s.Body)) != sha256.Sum256([]byte(body)) {
 			t.Errorf("console got %d bytes, not the %d sent", len(s.Body), len(body))
 		}
 	})
 	t.Run("S9 8 MiB chunked", func(t *testing.T) {
-		before := d.alpha.count()
+		before := d.Alpha.Count()
 		var b strings.Builder
-		b.WriteString(serveReq("POST", "/c/alpha/upload", "Transfer-Encoding: chunked"))
+		b.WriteString(doortest.ServeReq("POST", "/c/alpha/upload", "Transfer-Encoding: chunked"))
 		for rest := body; rest != ""; {
 			n := min(len(rest), 1<<16)
 			fmt.Fprintf(&b, "%x\r\n%s\r\n", n, rest[:n])
 			rest = rest[n:]
 		}
 		b.WriteString("0\r\n\r\n")
-		s := d.wantForwarded(t, d.raw(b.String()), before, alice, "/upload")
+		s := d.WantForwarded(t, d.Raw(b.String()), before, doortest.Alice, "/upload")
 		if len(s.Body) != len(body) || s.Body != body {
 			t.Errorf("console got %d bytes, not the %d sent", len(s.Body), len(body))
 		}
@@ -224,15 +226,15 @@ func TestLargeBodyStreams_S9(t *testing.T) {
 	t.Run("S9 body not buffered", func(t *testing.T) {
 		g := echoconsole.NewGate(t)
 		d.setConsole("gate", g.Addr())
-		conn := d.dial()
+		conn := d.Dial()
 		defer conn.Close()
-		head := serveReq("POST", "/c/gate/upload", fmt.Sprintf("Content-Length: %d", len(body)))
-		if _, err := io.WriteString(conn, crlf(head)+body[:1<<20]); err != nil {
+		head := doortest.ServeReq("POST", "/c/gate/upload", fmt.Sprintf("Content-Length: %d", len(body)))
+		if _, err := io.WriteString(conn, rawhttp.CRLF(head)+body[:1<<20]); err != nil {
 			t.Fatal(err)
 		}
 		// The rest is sent only once the console has read the first MiB: a hop that buffered
 		// the whole body would never get there.
-		waitFor(t, g.FirstMiB, "the console to read the first MiB while the caller still holds the rest")
+		doortest.WaitFor(t, g.FirstMiB, "the console to read the first MiB while the caller still holds the rest")
 		if _, err := io.WriteString(conn, body[1<<20:]); err != nil {
 			t.Fatal(err)
 		}
@@ -284,9 +286,9 @@ func TestConsoleAnsweringFirstGetsWholeBody_S9(t *testing.T) {
 	t.Cleanup(func() { srv.Close() })
 	d.setConsole("duplex", ln.Addr().String())
 
-	conn := d.dial()
+	conn := d.Dial()
 	defer conn.Close()
-	if _, err := io.WriteString(conn, crlf(serveReq("POST", "/c/duplex/upload", "Transfer-Encoding: chunked"))); err != nil {
+	if _, err := io.WriteString(conn, rawhttp.CRLF(doortest.ServeReq("POST", "/c/duplex/upload", "Transfer-Encoding: chunked"))); err != nil {
 		t.Fatal(err)
 	}
 	const chunk, chunks = 8 << 10, 64
@@ -304,7 +306,7 @@ func TestConsoleAnsweringFirstGetsWholeBody_S9(t *testing.T) {
 		if n != chunk*chunks {
 			t.Errorf("the console read a body of %d bytes, the caller sent %d", n, chunk*chunks)
 		}
-	case <-time.After(waitLimit):
+	case <-time.After(doortest.WaitLimit):
 		t.Fatal("the console never finished reading the body")
 	}
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)

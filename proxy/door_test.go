@@ -6,6 +6,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/phase-console/fleet/internal/doortest"
+	"github.com/phase-console/fleet/internal/echoconsole"
 )
 
 // TestDoorOrder_S3_S7_S9_S12: when a request fails several checks, the first in SPEC order
@@ -20,29 +23,29 @@ func TestDoorOrder_S3_S7_S9_S12(t *testing.T) {
 		status int
 		reason string
 	}{
-		{"S9 size before Host", strings.Replace(serveReq("GET", "/c/alpha/x", big), "Host: "+tsName, "Host: evil.example", 1), 431, "header-too-large"},
-		{"Host before S3", strings.Replace(serveReq("GET", "/c/alpha/x", "X-Phase-Console-Fleet: x"), "Host: "+tsName, "Host: evil.example", 1), 421, "host"},
-		{"S3 before bad-path", serveReq("GET", "/c/alpha/%2e%2e/x", "X-Phase-Console-Fleet-Login: x"), 400, "assertion-sent"},
-		{"S3 before hooks", serveReq("GET", "/c/alpha/hooks/x", "X_Phase_Console_Fleet: x"), 400, "assertion-sent"},
-		{"S7 bad-path before upgrade", serveReq("GET", "/c/alpha//x", "Connection: Upgrade", "Upgrade: h2c"), 400, "bad-path"},
-		{"S7 hooks before upgrade", serveReq("GET", "/c/alpha/hooks", "Connection: Upgrade", "Upgrade: h2c"), 403, "hooks"},
-		{"S7 hooks before Origin", serveReq("POST", "/c/alpha/Hooks/permission-request", "Origin: https://evil.example"), 403, "hooks"},
-		{"S7 hooks before CONNECT/TRACE", serveReq("TRACE", "/c/alpha/hooks/"), 403, "hooks"},
-		{"S9 upgrade before Origin", serveReq("GET", "/c/alpha/x", "Connection: Upgrade", "Upgrade: h2c", "Origin: https://evil.example"), 400, "bad-upgrade"},
-		{"S12 Origin before redirect", serveReq("GET", "/c/alpha", "Origin: https://evil.example"), 403, "cross-origin"},
-		{"S12 Origin on an upgrade", serveReq("GET", "/c/alpha/ws", append(ws, "Origin: null")...), 403, "cross-origin"},
-		{"S12 Origin before CONNECT/TRACE", serveReq("TRACE", "/c/alpha/x", "Origin: https://evil.example"), 403, "cross-origin"},
-		{"S12 Origin on a door's own page", serveReq("GET", "/", "Origin: https://evil.example"), 403, "cross-origin"},
-		{"TRACE before the caller", serveReq("TRACE", "/c/alpha/x"), 405, "method"},
-		{"trace lower case", serveReq("trace", "/c/alpha/x"), 405, "method"},
-		{"CONNECT to a console path", serveReq("CONNECT", "/c/alpha/x"), 405, "method"},
-		{"unknown console after the caller", serveReq("GET", "/c/nosuch/x"), 404, "unknown-console"},
-		{"no page", serveReq("GET", "/elsewhere"), 404, "not-found"},
+		{"S9 size before Host", strings.Replace(doortest.ServeReq("GET", "/c/alpha/x", big), "Host: "+doortest.TSName, "Host: evil.example", 1), 431, "header-too-large"},
+		{"Host before S3", strings.Replace(doortest.ServeReq("GET", "/c/alpha/x", "X-Phase-Console-Fleet: x"), "Host: "+doortest.TSName, "Host: evil.example", 1), 421, "host"},
+		{"S3 before bad-path", doortest.ServeReq("GET", "/c/alpha/%2e%2e/x", "X-Phase-Console-Fleet-Login: x"), 400, "assertion-sent"},
+		{"S3 before hooks", doortest.ServeReq("GET", "/c/alpha/hooks/x", "X_Phase_Console_Fleet: x"), 400, "assertion-sent"},
+		{"S7 bad-path before upgrade", doortest.ServeReq("GET", "/c/alpha//x", "Connection: Upgrade", "Upgrade: h2c"), 400, "bad-path"},
+		{"S7 hooks before upgrade", doortest.ServeReq("GET", "/c/alpha/hooks", "Connection: Upgrade", "Upgrade: h2c"), 403, "hooks"},
+		{"S7 hooks before Origin", doortest.ServeReq("POST", "/c/alpha/Hooks/permission-request", "Origin: https://evil.example"), 403, "hooks"},
+		{"S7 hooks before CONNECT/TRACE", doortest.ServeReq("TRACE", "/c/alpha/hooks/"), 403, "hooks"},
+		{"S9 upgrade before Origin", doortest.ServeReq("GET", "/c/alpha/x", "Connection: Upgrade", "Upgrade: h2c", "Origin: https://evil.example"), 400, "bad-upgrade"},
+		{"S12 Origin before redirect", doortest.ServeReq("GET", "/c/alpha", "Origin: https://evil.example"), 403, "cross-origin"},
+		{"S12 Origin on an upgrade", doortest.ServeReq("GET", "/c/alpha/ws", append(ws, "Origin: null")...), 403, "cross-origin"},
+		{"S12 Origin before CONNECT/TRACE", doortest.ServeReq("TRACE", "/c/alpha/x", "Origin: https://evil.example"), 403, "cross-origin"},
+		{"S12 Origin on a door's own page", doortest.ServeReq("GET", "/", "Origin: https://evil.example"), 403, "cross-origin"},
+		{"TRACE before the caller", doortest.ServeReq("TRACE", "/c/alpha/x"), 405, "method"},
+		{"trace lower case", doortest.ServeReq("trace", "/c/alpha/x"), 405, "method"},
+		{"CONNECT to a console path", doortest.ServeReq("CONNECT", "/c/alpha/x"), 405, "method"},
+		{"unknown console after the caller", doortest.ServeReq("GET", "/c/nosuch/x"), 404, "unknown-console"},
+		{"no page", doortest.ServeReq("GET", "/elsewhere"), 404, "not-found"},
 	}
 	for _, row := range rows {
 		t.Run(row.name, func(t *testing.T) {
 			asked := d.own.asked.Load()
-			d.wantRejected(t, row.req, row.status, row.reason)
+			d.WantRejected(t, row.req, row.status, row.reason)
 			got := d.own.asked.Load() - asked
 			wantAsked := int64(0)
 			if row.reason == "unknown-console" {
@@ -55,9 +58,9 @@ func TestDoorOrder_S3_S7_S9_S12(t *testing.T) {
 	}
 	t.Run("308 to the console's root, after every check, before the caller", func(t *testing.T) {
 		asked := d.own.asked.Load()
-		r := d.raw(serveReq("GET", "/C/Alpha"))
-		if r.status != http.StatusPermanentRedirect || r.header.Get("Location") != "/c/alpha/" {
-			t.Errorf("got %d Location %q, want 308 /c/alpha/", r.status, r.header.Get("Location"))
+		r := d.Raw(doortest.ServeReq("GET", "/C/Alpha"))
+		if r.Status != http.StatusPermanentRedirect || r.Header.Get("Location") != "/c/alpha/" {
+			t.Errorf("got %d Location %q, want 308 /c/alpha/", r.Status, r.Header.Get("Location"))
 		}
 		if d.own.asked.Load() != asked {
 			t.Error("the redirect asked the caller verification")
@@ -71,7 +74,7 @@ func TestDoorCallerRefusal_S5(t *testing.T) {
 	d := startTestDoor(t)
 	d.own.refuse.Store(Refuse(http.StatusUnauthorized, "unverified", "not a tailnet user"))
 	d.own.tokErr.Store(true)
-	d.wantRejected(t, serveReq("GET", "/c/alpha/x"), http.StatusUnauthorized, "unverified")
+	d.WantRejected(t, doortest.ServeReq("GET", "/c/alpha/x"), http.StatusUnauthorized, "unverified")
 }
 
 // TestDoorTokenUnusable_S6: a token that cannot be read refuses (503 no-token); nothing is
@@ -79,7 +82,7 @@ func TestDoorCallerRefusal_S5(t *testing.T) {
 func TestDoorTokenUnusable_S6(t *testing.T) {
 	d := startTestDoor(t)
 	d.own.tokErr.Store(true)
-	d.wantRejected(t, serveReq("GET", "/c/alpha/x"), http.StatusServiceUnavailable, "no-token")
+	d.WantRejected(t, doortest.ServeReq("GET", "/c/alpha/x"), http.StatusServiceUnavailable, "no-token")
 }
 
 // nobody is a CallerVerifier that "verifies" without naming anyone: a bug in a door.
@@ -96,21 +99,21 @@ func TestDoorFailsClosed(t *testing.T) {
 		"no Callers":  func(d *Door) { d.Callers = nil },
 		"no Consoles": func(d *Door) { d.Consoles = nil },
 		"no Token":    func(d *Door) { d.Token = nil },
-		"no login":    func(d *Door) { d.Callers = nobody{Caller{IP: netip.MustParseAddr(aliceIP)}} },
-		"no address":  func(d *Door) { d.Callers = nobody{Caller{Login: alice}} },
+		"no login":    func(d *Door) { d.Callers = nobody{Caller{IP: netip.MustParseAddr(doortest.AliceIP)}} },
+		"no address":  func(d *Door) { d.Callers = nobody{Caller{Login: doortest.Alice}} },
 	}
 	for name, f := range unset {
 		t.Run(name, func(t *testing.T) {
 			d := startTestDoor(t, f)
-			d.wantRejected(t, serveReq("GET", "/c/alpha/x"), http.StatusInternalServerError, "internal")
+			d.WantRejected(t, doortest.ServeReq("GET", "/c/alpha/x"), http.StatusInternalServerError, "internal")
 		})
 	}
 	t.Run("no Log", func(t *testing.T) {
 		d := startTestDoor(t, func(d *Door) { d.Log = nil })
-		before := d.alpha.count()
-		r := d.raw(serveReq("GET", "/c/alpha/x"))
-		if r.status != http.StatusInternalServerError || r.reason != "internal" || d.alpha.count() != before {
-			t.Errorf("got %d %q, console saw %d", r.status, r.reason, d.alpha.count()-before)
+		before := d.Alpha.Count()
+		r := d.Raw(doortest.ServeReq("GET", "/c/alpha/x"))
+		if r.Status != http.StatusInternalServerError || r.Reason != "internal" || d.Alpha.Count() != before {
+			t.Errorf("got %d %q, console saw %d", r.Status, r.Reason, d.Alpha.Count()-before)
 		}
 	})
 }
@@ -135,22 +138,22 @@ func TestDoorSiteHook_R6b(t *testing.T) {
 		status int
 		reason string
 	}{
-		{"R6b Site", serveReq("GET", "/c/alpha/x", other), 403, "site-test"},
-		{"R6b Site before the pages", serveReq("GET", "/", other), 403, "site-test"},
-		{"R6b Site before the redirect", serveReq("GET", "/c/alpha", other), 403, "site-test"},
-		{"S3 before Site", serveReq("GET", "/c/alpha/x", other, "X-Phase-Console-Fleet: x"), 400, "assertion-sent"},
-		{"S7 bad-path before Site", serveReq("GET", "/c/alpha/%2F", other), 400, "bad-path"},
-		{"S7 hooks before Site", serveReq("GET", "/c/alpha/hooks", other), 403, "hooks"},
-		{"S9 upgrade before Site", serveReq("GET", "/c/alpha/x", other, "Connection: Upgrade", "Upgrade: h2c"), 400, "bad-upgrade"},
-		{"S12 before Site", serveReq("GET", "/c/alpha/x", other, "Origin: https://evil.example"), 403, "cross-origin"},
+		{"R6b Site", doortest.ServeReq("GET", "/c/alpha/x", other), 403, "site-test"},
+		{"R6b Site before the pages", doortest.ServeReq("GET", "/", other), 403, "site-test"},
+		{"R6b Site before the redirect", doortest.ServeReq("GET", "/c/alpha", other), 403, "site-test"},
+		{"S3 before Site", doortest.ServeReq("GET", "/c/alpha/x", other, "X-Phase-Console-Fleet: x"), 400, "assertion-sent"},
+		{"S7 bad-path before Site", doortest.ServeReq("GET", "/c/alpha/%2F", other), 400, "bad-path"},
+		{"S7 hooks before Site", doortest.ServeReq("GET", "/c/alpha/hooks", other), 403, "hooks"},
+		{"S9 upgrade before Site", doortest.ServeReq("GET", "/c/alpha/x", other, "Connection: Upgrade", "Upgrade: h2c"), 400, "bad-upgrade"},
+		{"S12 before Site", doortest.ServeReq("GET", "/c/alpha/x", other, "Origin: https://evil.example"), 403, "cross-origin"},
 	} {
 		t.Run(row.name, func(t *testing.T) {
-			d.wantRejected(t, row.req, row.status, row.reason)
+			d.WantRejected(t, row.req, row.status, row.reason)
 		})
 	}
-	before := d.alpha.count()
-	if r := d.raw(serveReq("GET", "/c/alpha/x")); r.status != http.StatusOK || d.alpha.count() != before+1 {
-		t.Errorf("what Site lets through: %d %q, want forwarded", r.status, r.reason)
+	before := d.Alpha.Count()
+	if r := d.Raw(doortest.ServeReq("GET", "/c/alpha/x")); r.Status != http.StatusOK || d.Alpha.Count() != before+1 {
+		t.Errorf("what Site lets through: %d %q, want forwarded", r.Status, r.Reason)
 	}
 }
 
@@ -163,26 +166,26 @@ func TestDoorPages(t *testing.T) {
 		})
 	})
 	for _, p := range []string{"/", "/fleet/v1/consoles", "/cc/alpha/", "/ca.crt"} {
-		before := d.alpha.count()
-		r := d.raw(serveReq("GET", p))
-		if r.status != http.StatusOK || r.header.Get("X-Page") != p || d.alpha.count() != before {
-			t.Errorf("%s: got %d page %q, console saw %d", p, r.status, r.header.Get("X-Page"), d.alpha.count()-before)
+		before := d.Alpha.Count()
+		r := d.Raw(doortest.ServeReq("GET", p))
+		if r.Status != http.StatusOK || r.Header.Get("X-Page") != p || d.Alpha.Count() != before {
+			t.Errorf("%s: got %d page %q, console saw %d", p, r.Status, r.Header.Get("X-Page"), d.Alpha.Count()-before)
 		}
 	}
-	d.wantRejected(t, serveReq("GET", "/", "X-Phase-Console-Fleet: x"), http.StatusBadRequest, "assertion-sent")
+	d.WantRejected(t, doortest.ServeReq("GET", "/", "X-Phase-Console-Fleet: x"), http.StatusBadRequest, "assertion-sent")
 }
 
 // TestConsoleDownMarked_S8: a forward that finds no console answering is 502 console-down, and
 // the door is told which console is down.
 func TestConsoleDownMarked_S8(t *testing.T) {
 	d := startTestDoor(t)
-	gone := newEchoConsole(t)
-	addr := gone.addr()
+	gone := echoconsole.New(t)
+	addr := gone.Addr()
 	gone.Close()
 	d.setConsole("gone", addr)
-	r := d.raw(serveReq("GET", "/c/gone/x"))
-	if r.status != http.StatusBadGateway || r.reason != "console-down" {
-		t.Errorf("got %d %q, want 502 console-down", r.status, r.reason)
+	r := d.Raw(doortest.ServeReq("GET", "/c/gone/x"))
+	if r.Status != http.StatusBadGateway || r.Reason != "console-down" {
+		t.Errorf("got %d %q, want 502 console-down", r.Status, r.Reason)
 	}
 	d.own.mu.Lock()
 	defer d.own.mu.Unlock()
@@ -196,7 +199,7 @@ func TestConsoleDownMarked_S8(t *testing.T) {
 type loginVerifier struct{ login string }
 
 func (v loginVerifier) VerifyCaller(*http.Request, string) (Caller, *Refusal) {
-	return Caller{Login: v.login, IP: netip.MustParseAddr(aliceIP)}, nil
+	return Caller{Login: v.login, IP: netip.MustParseAddr(doortest.AliceIP)}, nil
 }
 
 // TestDoorUnassertableLoginRefused_S5_S6: a verified login that a header cannot carry exactly as
@@ -224,14 +227,14 @@ func TestDoorUnassertableLoginRefused_S5_S6(t *testing.T) {
 	} {
 		t.Run(strconv.Quote(login), func(t *testing.T) {
 			d := startTestDoor(t, func(door *Door) { door.Callers = loginVerifier{login} })
-			before := d.alpha.count()
+			before := d.Alpha.Count()
 			for _, req := range []string{
-				serveReq("GET", "/c/alpha/slow", "Content-Length: 0"), // net/http's
-				serveReq("GET", "/c/alpha/fast"),                      // the fast loop's
+				doortest.ServeReq("GET", "/c/alpha/slow", "Content-Length: 0"), // net/http's
+				doortest.ServeReq("GET", "/c/alpha/fast"),                      // the fast loop's
 			} {
-				d.wantRejected(t, req, http.StatusUnauthorized, "unverified")
+				d.WantRejected(t, req, http.StatusUnauthorized, "unverified")
 			}
-			if n := d.alpha.count(); n != before {
+			if n := d.Alpha.Count(); n != before {
 				t.Errorf("the console saw %d requests, want none", n-before)
 			}
 			d.own.mu.Lock()
@@ -239,7 +242,7 @@ func TestDoorUnassertableLoginRefused_S5_S6(t *testing.T) {
 				t.Errorf("console(s) %q marked down; no console failed", d.own.down)
 			}
 			d.own.mu.Unlock()
-			if logs := d.logs.String(); strings.Contains(logs, "mallory") || strings.Contains(logs, "lory@") {
+			if logs := d.Logs.String(); strings.Contains(logs, "mallory") || strings.Contains(logs, "lory@") {
 				t.Errorf("the login is in the log:\n%s", logs)
 			}
 		})
@@ -252,9 +255,9 @@ func TestDoorLoginAssertedAsVerified_S5_S6(t *testing.T) {
 	for _, login := range []string{"alice@example.com", "Ålice Ünder@exämple.com", "bob (work) <bob@example.com>"} {
 		t.Run(login, func(t *testing.T) {
 			d := startTestDoor(t, func(door *Door) { door.Callers = loginVerifier{login} })
-			for _, req := range []string{serveReq("GET", "/c/alpha/x", "Content-Length: 0"), serveReq("GET", "/c/alpha/x")} {
-				before := d.alpha.count()
-				d.wantForwarded(t, d.raw(req), before, login, "/x")
+			for _, req := range []string{doortest.ServeReq("GET", "/c/alpha/x", "Content-Length: 0"), doortest.ServeReq("GET", "/c/alpha/x")} {
+				before := d.Alpha.Count()
+				d.WantForwarded(t, d.Raw(req), before, login, "/x")
 			}
 		})
 	}
@@ -271,11 +274,11 @@ func (f fixedToken) Current() (string, error) { return string(f), nil }
 // (net/http's Transport would have refused the value and ReverseProxy answered 502 console-down).
 func TestHopUnwritableValueRefused_S6(t *testing.T) {
 	d := startTestDoor(t, func(door *Door) { door.Token = fixedToken("fleet-token\r\nX-Injected: 1") })
-	before := d.alpha.count()
-	for _, req := range []string{serveReq("GET", "/c/alpha/x", "Content-Length: 0"), serveReq("GET", "/c/alpha/x")} {
-		d.wantRejected(t, req, http.StatusInternalServerError, "internal")
+	before := d.Alpha.Count()
+	for _, req := range []string{doortest.ServeReq("GET", "/c/alpha/x", "Content-Length: 0"), doortest.ServeReq("GET", "/c/alpha/x")} {
+		d.WantRejected(t, req, http.StatusInternalServerError, "internal")
 	}
-	if n := d.alpha.count(); n != before {
+	if n := d.Alpha.Count(); n != before {
 		t.Errorf("the console saw %d requests, want none", n-before)
 	}
 	d.own.mu.Lock()
@@ -283,7 +286,7 @@ func TestHopUnwritableValueRefused_S6(t *testing.T) {
 	if len(d.own.down) != 0 {
 		t.Errorf("console(s) %q marked down; no console failed", d.own.down)
 	}
-	if strings.Contains(d.logs.String(), "fleet-token") {
+	if strings.Contains(d.Logs.String(), "fleet-token") {
 		t.Error("the token is in the log")
 	}
 }

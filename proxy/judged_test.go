@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+
+	"github.com/phase-console/fleet/internal/doortest"
 )
 
 // The seam a connection loop in front of net/http judges through (Door.Judge, Judged): the
@@ -23,7 +25,7 @@ func judgedBy(d *Door, r *http.Request) Judged {
 
 func judgedRequest(method, target string) *http.Request {
 	r := httptest.NewRequest(method, target, nil)
-	r.Host = tsName
+	r.Host = doortest.TSName
 	r.Header.Set("X-Forwarded-Proto", "https")
 	return r
 }
@@ -36,8 +38,8 @@ func TestJudgedForwardsOnlyWhatForwardWould_S6(t *testing.T) {
 	d := startTestDoor(t)
 	j := judgedBy(d.door, judgedRequest("GET", "/c/alpha/x?q=1"))
 	target, ok := j.Target()
-	if !ok || target.ConsoleID != "alpha" || target.Path != "/x" || target.Addr != d.alpha.addr() ||
-		target.Login != alice || target.ClientIP != aliceIP || target.Token != d.token || target.Proto != "https" {
+	if !ok || target.ConsoleID != "alpha" || target.Path != "/x" || target.Addr != d.Alpha.Addr() ||
+		target.Login != doortest.Alice || target.ClientIP != doortest.AliceIP || target.Token != d.Token || target.Proto != "https" {
 		t.Fatalf("a console request: %+v, %v", target, ok)
 	}
 	var b bytes.Buffer
@@ -46,8 +48,8 @@ func TestJudgedForwardsOnlyWhatForwardWould_S6(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.Flush()
-	want := "X-Forwarded-For: " + aliceIP + "\r\nX-Forwarded-Host: " + tsName + "\r\nX-Forwarded-Proto: https\r\n" +
-		"X-Forwarded-Prefix: /c/alpha\r\nX-Phase-Console-Fleet: " + d.token + "\r\nX-Phase-Console-Fleet-Login: " + alice + "\r\n"
+	want := "X-Forwarded-For: " + doortest.AliceIP + "\r\nX-Forwarded-Host: " + doortest.TSName + "\r\nX-Forwarded-Proto: https\r\n" +
+		"X-Forwarded-Prefix: /c/alpha\r\nX-Phase-Console-Fleet: " + d.Token + "\r\nX-Phase-Console-Fleet-Login: " + doortest.Alice + "\r\n"
 	if b.String() != want {
 		t.Errorf("assertion\n%q\nwant\n%q", b.String(), want)
 	}
@@ -102,7 +104,7 @@ func TestJudgedContextTakenOnce_S11(t *testing.T) {
 	if w := serve(d.door, judgedRequest("GET", "/c/nosuch/x")); w.Code != http.StatusNotFound || d.own.asked.Load() != asked {
 		t.Errorf("the request judged: %d, caller asked %d more time(s); want 404 and none", w.Code, d.own.asked.Load()-asked)
 	}
-	if n := len(d.logs.Events(EventRejected)); n != 1 {
+	if n := len(d.Logs.Events(EventRejected)); n != 1 {
 		t.Errorf("%d fleet.rejected lines, want the one of the verdict taken", n)
 	}
 	if serve(d.door, judgedRequest("GET", "/c/nosuch/x")); d.own.asked.Load() != asked+1 {

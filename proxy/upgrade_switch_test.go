@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/phase-console/fleet/contract"
+	"github.com/phase-console/fleet/internal/doortest"
+	"github.com/phase-console/fleet/internal/rawhttp"
 )
 
 // A console whose WebSocket route answers "101 Switching Protocols" without switching (a Go
@@ -24,18 +26,18 @@ import (
 // the client on this hop, does not.
 func TestUpgradeSwitchWithoutAcceptNeverTunnelled_S9(t *testing.T) {
 	d := startTestDoor(t)
-	rc := newRawConsole(t, func(_ int, c net.Conn, r *http.Request) bool {
+	rc := doortest.NewRawConsole(t, func(_ int, c net.Conn, r *http.Request) bool {
 		if r.URL.Path == "/ws" {
 			io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
 			return true // and goes on reading HTTP: it never switched
 		}
-		io.WriteString(c, answerOK)
+		io.WriteString(c, doortest.AnswerOK)
 		return true
 	})
-	d.setConsole("raw", rc.addr())
-	conn := d.dial()
+	d.setConsole("raw", rc.Addr())
+	conn := d.Dial()
 	defer conn.Close()
-	io.WriteString(conn, crlf(serveReq("GET", "/c/raw/ws", "Connection: Upgrade", "Upgrade: websocket",
+	io.WriteString(conn, rawhttp.CRLF(doortest.ServeReq("GET", "/c/raw/ws", "Connection: Upgrade", "Upgrade: websocket",
 		"Sec-WebSocket-Version: 13", "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==")))
 	br := bufio.NewReader(conn)
 	res, err := http.ReadResponse(br, &http.Request{Method: "GET"})
@@ -52,9 +54,9 @@ func TestUpgradeSwitchWithoutAcceptNeverTunnelled_S9(t *testing.T) {
 		b, _ := io.ReadAll(br)
 		t.Logf("the caller read through the tunnel: %q", b)
 	}
-	for _, s := range rc.seen() {
-		if s.header.Get(contract.HeaderFleet) != d.token {
-			t.Errorf("the console read %s %s without fleet's assertion, on fleet's connection", s.method, s.path)
+	for _, s := range rc.Seen() {
+		if s.Header.Get(contract.HeaderFleet) != d.Token {
+			t.Errorf("the console read %s %s without fleet's assertion, on fleet's connection", s.Method, s.Path)
 		}
 	}
 }
@@ -65,30 +67,30 @@ func TestUpgradeSwitchWithoutAcceptNeverTunnelled_S9(t *testing.T) {
 // short is one without them), and the request goes whole on a new connection.
 func TestConnLongHeadOnStaleKeptConnection_S6(t *testing.T) {
 	d := startTestDoor(t)
-	rc := newRawConsole(t, func(_ int, c net.Conn, r *http.Request) bool {
-		io.WriteString(c, answerOK)
+	rc := doortest.NewRawConsole(t, func(_ int, c net.Conn, r *http.Request) bool {
+		io.WriteString(c, doortest.AnswerOK)
 		if r.URL.Path == "/first" {
 			time.Sleep(30 * time.Millisecond)                                 // after fleet has read the answer and kept the connection
 			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n") // stray
 		}
 		return true
 	})
-	d.setConsole("raw", rc.addr())
-	if r := d.raw(serveReq("GET", "/c/raw/first")); r.status != 200 {
-		t.Fatalf("first: %d %q", r.status, r.reason)
+	d.setConsole("raw", rc.Addr())
+	if r := d.Raw(doortest.ServeReq("GET", "/c/raw/first")); r.Status != 200 {
+		t.Fatalf("first: %d %q", r.Status, r.Reason)
 	}
 	time.Sleep(100 * time.Millisecond) // the stray bytes are in fleet's socket
 	long := "X-Pad: " + strings.Repeat("a", 6000)
-	if r := d.raw(serveReq("GET", "/c/raw/second", long)); r.status != 200 || r.body != "ok" {
-		t.Errorf("second: %d %q %q", r.status, r.reason, r.body)
+	if r := d.Raw(doortest.ServeReq("GET", "/c/raw/second", long)); r.Status != 200 || r.Body != "ok" {
+		t.Errorf("second: %d %q %q", r.Status, r.Reason, r.Body)
 	}
-	for _, s := range rc.seen() {
-		if s.header.Get(contract.HeaderFleet) != d.token {
-			t.Errorf("the console read %s %s without fleet's assertion", s.method, s.path)
+	for _, s := range rc.Seen() {
+		if s.Header.Get(contract.HeaderFleet) != d.Token {
+			t.Errorf("the console read %s %s without fleet's assertion", s.Method, s.Path)
 		}
 	}
-	if n := len(rc.seen()); n != 2 || usedConns(rc.seen()) != 2 {
-		t.Errorf("the console read %d requests on %d connections, want 2 on 2", n, usedConns(rc.seen()))
+	if n := len(rc.Seen()); n != 2 || doortest.UsedConns(rc.Seen()) != 2 {
+		t.Errorf("the console read %d requests on %d connections, want 2 on 2", n, doortest.UsedConns(rc.Seen()))
 	}
 }
 
@@ -111,7 +113,7 @@ func TestUpgradeHandshakeWithoutKeyRefused_S9(t *testing.T) {
 		{"S9 two keys", []string{"Sec-WebSocket-Version: 13", "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==", "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ=="}},
 	} {
 		t.Run(row.name, func(t *testing.T) {
-			d.wantRejected(t, serveReq("GET", "/c/alpha/ws", append(append([]string{}, up...), row.extra...)...), http.StatusBadRequest, "bad-upgrade")
+			d.WantRejected(t, doortest.ServeReq("GET", "/c/alpha/ws", append(append([]string{}, up...), row.extra...)...), http.StatusBadRequest, "bad-upgrade")
 		})
 	}
 }

@@ -6,6 +6,9 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/phase-console/fleet/internal/doortest"
+	"github.com/phase-console/fleet/internal/rawhttp"
 )
 
 // BenchmarkHopFastGET is one GET through the door's fast loop (ConnServer, the fast exchange and
@@ -45,10 +48,10 @@ func BenchmarkHopFastGET(b *testing.B) {
 	fast := 0
 	fastServedHook = func() { fast++ }
 	b.Cleanup(func() { fastServedHook = nil })
-	conn := d.dial()
+	conn := d.Dial()
 	defer conn.Close()
 	conn.SetDeadline(time.Time{})
-	req := []byte(crlf(serveReq("GET", "/c/bench/x")))
+	req := []byte(rawhttp.CRLF(doortest.ServeReq("GET", "/c/bench/x")))
 	br := bufio.NewReader(conn)
 	b.ReportAllocs()
 	for b.Loop() {

@@ -21,10 +21,11 @@ import (
 	"github.com/phase-console/fleet/internal/rawhttp"
 	"github.com/phase-console/fleet/internal/testlog"
 
+	"github.com/phase-console/fleet/internal/doortest"
 	"github.com/phase-console/fleet/proxy"
 )
 
-// scripted is a rawConsole's answer from a script of raw answers by path (404 for any other).
+// scripted is a doortest.RawConsole's answer from a script of raw answers by path (404 for any other).
 // An answer that ends its connection says so by the console closing it.
 func scripted(answers map[string]string) func(int, net.Conn, *http.Request) bool {
 	return func(_ int, c net.Conn, r *http.Request) bool {
@@ -48,12 +49,12 @@ func scripted(answers map[string]string) func(int, net.Conn, *http.Request) bool
 }
 
 // lastRequest is the last request console read, or nil.
-func lastRequest(console *rawConsole) *http.Request {
-	got := console.seen()
+func lastRequest(console *doortest.RawConsole) *http.Request {
+	got := console.Seen()
 	if len(got) == 0 {
 		return nil
 	}
-	return got[len(got)-1].req
+	return got[len(got)-1].Req
 }
 
 // parityAnswer is what a caller received: every informational status, then the final answer.
@@ -124,11 +125,11 @@ func TestFastLoopAnswersAsReverseProxy_S6_S9(t *testing.T) {
 		// Transport does, and answer 502.
 		"/hugehead": "HTTP/1.1 200 OK\r\n" + strings.Repeat("X-Pad: "+strings.Repeat("p", 1017)+"\r\n", 11<<10),
 	}
-	console := newRawConsole(t, scripted(answers))
+	console := doortest.NewRawConsole(t, scripted(answers))
 
 	logs := &testlog.Buffer{}
 	log := slog.New(slog.NewJSONHandler(logs, nil))
-	own := &standIn{token: "fleet-token-for-tests-0123456789abcdef", console: map[string]string{"alpha": console.addr()}}
+	own := &standIn{token: "fleet-token-for-tests-0123456789abcdef", console: map[string]string{"alpha": console.Addr()}}
 	door := &proxy.Door{Hop: proxy.NewHop(log, own, nil), Log: log, Host: own, Callers: own, Consoles: own, Token: own, FromServe: true}
 	listen := func() net.Listener {
 		ln, err := net.Listen("tcp4", "127.0.0.1:0")
@@ -159,7 +160,7 @@ func TestFastLoopAnswersAsReverseProxy_S6_S9(t *testing.T) {
 		for _, method := range []string{"GET", "HEAD"} {
 			t.Run(method+path, func(t *testing.T) {
 				req := fmt.Sprintf("%s /c/alpha%s?q=1 HTTP/1.1\r\nHost: %s\r\nX-Forwarded-For: %s\r\nX-Forwarded-Proto: https\r\n"+
-					"User-Agent: parity/1\r\nAccept: */*\r\nCookie: a=b\r\nAuthorization: Bearer nope\r\nProxy-Authenticate: Basic\r\n\r\n", method, path, tsName, aliceIP)
+					"User-Agent: parity/1\r\nAccept: */*\r\nCookie: a=b\r\nAuthorization: Bearer nope\r\nProxy-Authenticate: Basic\r\n\r\n", method, path, doortest.TSName, doortest.AliceIP)
 				exchange := func(addr string) (parityAnswer, *http.Request, int64) {
 					conn, err := net.Dial("tcp4", addr)
 					if err != nil {
@@ -178,7 +179,7 @@ func TestFastLoopAnswersAsReverseProxy_S6_S9(t *testing.T) {
 					}
 					if !a.closeGot && !strings.Contains(a.body, "<") {
 						// The connection goes on: a next request on it is answered.
-						next := fmt.Sprintf("GET /c/alpha/cl HTTP/1.1\r\nHost: %s\r\nX-Forwarded-For: %s\r\n\r\n", tsName, aliceIP)
+						next := fmt.Sprintf("GET /c/alpha/cl HTTP/1.1\r\nHost: %s\r\nX-Forwarded-For: %s\r\n\r\n", doortest.TSName, doortest.AliceIP)
 						if _, err := io.WriteString(conn, next); err != nil {
 							t.Fatal(err)
 						}

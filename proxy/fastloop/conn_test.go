@@ -24,6 +24,7 @@ import (
 	"github.com/phase-console/fleet/internal/echoconsole"
 	"github.com/phase-console/fleet/internal/rawhttp"
 
+	"github.com/phase-console/fleet/internal/doortest"
 	"github.com/phase-console/fleet/proxy"
 )
 
@@ -55,21 +56,21 @@ func readAnswer(t *testing.T, br *bufio.Reader, method string) (*http.Response, 
 func TestConnFastThenHandedOver_S6(t *testing.T) {
 	d := startTestDoor(t)
 	fast := countFast(t)
-	before := d.alpha.count()
-	conn := d.dial()
+	before := d.Alpha.Count()
+	conn := d.Dial()
 	defer conn.Close()
 	steps := []struct{ req, body string }{
-		{serveReq("GET", "/c/alpha/one"), "echo /one"},
-		{serveReq("POST", "/c/alpha/two", "Content-Type: text/plain", "Content-Length: 5") + "hello", "echo /two"},
-		{serveReq("GET", "/c/alpha/three"), "echo /three"},
+		{doortest.ServeReq("GET", "/c/alpha/one"), "echo /one"},
+		{doortest.ServeReq("POST", "/c/alpha/two", "Content-Type: text/plain", "Content-Length: 5") + "hello", "echo /two"},
+		{doortest.ServeReq("GET", "/c/alpha/three"), "echo /three"},
 	}
 	for i, s := range steps {
-		r := toResponses(rawhttp.Exchange(t, conn, s.req, 1))[0]
-		if r.status != http.StatusOK || r.body != s.body {
-			t.Fatalf("request %d: got %d %q %q, want 200 %q", i+1, r.status, r.reason, r.body, s.body)
+		r := (rawhttp.Exchange(t, conn, s.req, 1))[0]
+		if r.Status != http.StatusOK || r.Body != s.body {
+			t.Fatalf("request %d: got %d %q %q, want 200 %q", i+1, r.Status, r.Reason, r.Body, s.body)
 		}
 	}
-	got := d.alpha.Since(before)
+	got := d.Alpha.Since(before)
 	var saw []string
 	for _, s := range got {
 		saw = append(saw, s.Method+" "+s.Path+" "+s.Body)
@@ -99,17 +100,17 @@ func TestConnRefusalJudgedOnce_S7_S11(t *testing.T) {
 		t.Run(row.name, func(t *testing.T) {
 			d := startTestDoor(t)
 			fast := countFast(t)
-			before := d.alpha.count()
-			rs := d.rawMany(serveReq("GET", "/c/alpha/one")+serveReq("GET", row.path)+serveReq("GET", "/c/alpha/three"), 3)
-			if rs[0].status != 200 || rs[0].body != "echo /one" || rs[1].status != row.status || rs[1].reason != row.reason ||
-				rs[2].status != 200 || rs[2].body != "echo /three" {
-				t.Fatalf("got %d %q, %d %q, %d %q; want 200, %d %s, 200", rs[0].status, rs[0].body, rs[1].status, rs[1].reason,
-					rs[2].status, rs[2].body, row.status, row.reason)
+			before := d.Alpha.Count()
+			rs := d.RawMany(doortest.ServeReq("GET", "/c/alpha/one")+doortest.ServeReq("GET", row.path)+doortest.ServeReq("GET", "/c/alpha/three"), 3)
+			if rs[0].Status != 200 || rs[0].Body != "echo /one" || rs[1].Status != row.status || rs[1].Reason != row.reason ||
+				rs[2].Status != 200 || rs[2].Body != "echo /three" {
+				t.Fatalf("got %d %q, %d %q, %d %q; want 200, %d %s, 200", rs[0].Status, rs[0].Body, rs[1].Status, rs[1].Reason,
+					rs[2].Status, rs[2].Body, row.status, row.reason)
 			}
-			if paths := pathsOf(d.alpha.Since(before)); !slices.Equal(paths, []string{"/one", "/three"}) {
+			if paths := pathsOf(d.Alpha.Since(before)); !slices.Equal(paths, []string{"/one", "/three"}) {
 				t.Errorf("the console saw %q, want /one and /three", paths)
 			}
-			d.wantRejectedLine(t, d.rejectedBefore, serveReq("GET", row.path), row.reason)
+			d.WantRejectedLine(t, d.RejectedBefore(), doortest.ServeReq("GET", row.path), row.reason)
 			if n := d.own.asked.Load(); n != row.asked {
 				t.Errorf("the caller verification was asked %d times, want %d (judged once each)", n, row.asked)
 			}
@@ -120,7 +121,7 @@ func TestConnRefusalJudgedOnce_S7_S11(t *testing.T) {
 	}
 }
 
-func pathsOf(rs []seen) []string {
+func pathsOf(rs []echoconsole.Request) []string {
 	var out []string
 	for _, r := range rs {
 		out = append(out, r.Path)
@@ -134,21 +135,21 @@ func pathsOf(rs []seen) []string {
 func TestConnKeptConsoleConnectionClosed_F(t *testing.T) {
 	d := startTestDoor(t)
 	fast := countFast(t)
-	rc := newRawConsole(t, func(_ int, c net.Conn, _ *http.Request) bool {
-		io.WriteString(c, answerOK)
+	rc := doortest.NewRawConsole(t, func(_ int, c net.Conn, _ *http.Request) bool {
+		io.WriteString(c, doortest.AnswerOK)
 		return false // and closes the connection without a word
 	})
-	d.setConsole("raw", rc.addr())
-	conn := d.dial()
+	d.setConsole("raw", rc.Addr())
+	conn := d.Dial()
 	defer conn.Close()
-	if r := toResponses(rawhttp.Exchange(t, conn, serveReq("GET", "/c/raw/one"), 1))[0]; r.status != 200 || r.body != "ok" {
-		t.Fatalf("first GET: %d %q %q", r.status, r.reason, r.body)
+	if r := (rawhttp.Exchange(t, conn, doortest.ServeReq("GET", "/c/raw/one"), 1))[0]; r.Status != 200 || r.Body != "ok" {
+		t.Fatalf("first GET: %d %q %q", r.Status, r.Reason, r.Body)
 	}
-	rc.waitEnded(t, rc.seen()[0].conn) // the door keeps a connection that the console has closed now
-	if r := toResponses(rawhttp.Exchange(t, conn, serveReq("GET", "/c/raw/two"), 1))[0]; r.status != 200 || r.body != "ok" {
-		t.Fatalf("GET after the console closed the kept connection: %d %q %q, want 200", r.status, r.reason, r.body)
+	rc.WaitEnded(t, rc.Seen()[0].Conn) // the door keeps a connection that the console has closed now
+	if r := (rawhttp.Exchange(t, conn, doortest.ServeReq("GET", "/c/raw/two"), 1))[0]; r.Status != 200 || r.Body != "ok" {
+		t.Fatalf("GET after the console closed the kept connection: %d %q %q, want 200", r.Status, r.Reason, r.Body)
 	}
-	if got := rc.seen(); len(got) != 2 || got[0].path != "/one" || got[1].path != "/two" || got[1].conn == got[0].conn {
+	if got := rc.Seen(); len(got) != 2 || got[0].Path != "/one" || got[1].Path != "/two" || got[1].Conn == got[0].Conn {
 		t.Errorf("the console saw %v; want /one, then /two once on a fresh connection", rawPaths(got))
 	}
 	if n := fast(); n != 2 {
@@ -167,30 +168,30 @@ func TestConnEveryKeptConnectionClosed_F(t *testing.T) {
 	arrived.Add(kept)
 	all := make(chan struct{})
 	go func() { arrived.Wait(); close(all) }()
-	rc := newRawConsole(t, func(_ int, c net.Conn, r *http.Request) bool {
+	rc := doortest.NewRawConsole(t, func(_ int, c net.Conn, r *http.Request) bool {
 		if r.URL.Path == "/held" {
 			// Held until all kept requests are in: each has a connection of its own.
 			arrived.Done()
 			select {
 			case <-all:
-			case <-time.After(waitLimit):
+			case <-time.After(doortest.WaitLimit):
 			}
 		}
-		io.WriteString(c, answerOK)
+		io.WriteString(c, doortest.AnswerOK)
 		return r.URL.Path != "/held" // and closes each held one without a word
 	})
-	d.setConsole("raw", rc.addr())
+	d.setConsole("raw", rc.Addr())
 	errs := make(chan error, kept)
 	for range kept {
 		go func() {
-			c, err := net.Dial("tcp", d.addr)
+			c, err := net.Dial("tcp", d.Addr)
 			if err != nil {
 				errs <- err
 				return
 			}
 			defer c.Close()
-			c.SetDeadline(time.Now().Add(waitLimit))
-			if _, err := io.WriteString(c, crlf(serveReq("GET", "/c/raw/held"))); err != nil {
+			c.SetDeadline(time.Now().Add(doortest.WaitLimit))
+			if _, err := io.WriteString(c, rawhttp.CRLF(doortest.ServeReq("GET", "/c/raw/held"))); err != nil {
 				errs <- err
 				return
 			}
@@ -207,8 +208,8 @@ func TestConnEveryKeptConnectionClosed_F(t *testing.T) {
 		}
 	}
 	held := map[int]bool{}
-	for _, s := range rc.seen() {
-		held[s.conn] = true
+	for _, s := range rc.Seen() {
+		held[s.Conn] = true
 	}
 	if len(held) != kept {
 		t.Fatalf("the console got the held GETs on %d connections, want %d", len(held), kept)
@@ -216,24 +217,24 @@ func TestConnEveryKeptConnectionClosed_F(t *testing.T) {
 	// The door keeps connections that the console has closed now.
 	for ended := map[int]bool{}; len(ended) < kept; {
 		select {
-		case n := <-rc.ended:
+		case n := <-rc.Ended():
 			if held[n] {
 				ended[n] = true
 			}
-		case <-time.After(waitLimit):
+		case <-time.After(doortest.WaitLimit):
 			t.Fatalf("the console's held connections did not end")
 		}
 	}
-	if r := d.raw(serveReq("GET", "/c/raw/next")); r.status != 200 || r.body != "ok" {
-		t.Fatalf("GET after the console closed every kept connection: %d %q %q, want 200", r.status, r.reason, r.body)
+	if r := d.Raw(doortest.ServeReq("GET", "/c/raw/next")); r.Status != 200 || r.Body != "ok" {
+		t.Fatalf("GET after the console closed every kept connection: %d %q %q, want 200", r.Status, r.Reason, r.Body)
 	}
-	var next []rawSeen
-	for _, s := range rc.seen() {
-		if s.path == "/next" {
+	var next []doortest.RawSeen
+	for _, s := range rc.Seen() {
+		if s.Path == "/next" {
 			next = append(next, s)
 		}
 	}
-	if len(next) != 1 || held[next[0].conn] {
+	if len(next) != 1 || held[next[0].Conn] {
 		t.Errorf("the console saw /next as %v; want it once, on a fresh connection", rawPaths(next))
 	}
 }
@@ -245,29 +246,29 @@ func TestConnConsoleHangsUp_F(t *testing.T) {
 	d := startTestDoor(t)
 	fast := countFast(t)
 	var hangUp atomic.Bool
-	rc := newRawConsole(t, func(_ int, c net.Conn, _ *http.Request) bool {
+	rc := doortest.NewRawConsole(t, func(_ int, c net.Conn, _ *http.Request) bool {
 		if hangUp.Load() {
 			return false
 		}
-		io.WriteString(c, answerOK)
+		io.WriteString(c, doortest.AnswerOK)
 		return true
 	})
-	d.setConsole("raw", rc.addr())
-	conn := d.dial()
+	d.setConsole("raw", rc.Addr())
+	conn := d.Dial()
 	defer conn.Close()
-	if r := toResponses(rawhttp.Exchange(t, conn, serveReq("GET", "/c/raw/warm"), 1))[0]; r.status != 200 {
-		t.Fatalf("warm-up GET: %d %q", r.status, r.reason)
+	if r := (rawhttp.Exchange(t, conn, doortest.ServeReq("GET", "/c/raw/warm"), 1))[0]; r.Status != 200 {
+		t.Fatalf("warm-up GET: %d %q", r.Status, r.Reason)
 	}
 	hangUp.Store(true)
-	r := toResponses(rawhttp.Exchange(t, conn, serveReq("GET", "/c/raw/x"), 1))[0]
-	if r.status != http.StatusBadGateway || r.reason != "console-down" {
-		t.Errorf("got %d %q, want 502 console-down", r.status, r.reason)
+	r := (rawhttp.Exchange(t, conn, doortest.ServeReq("GET", "/c/raw/x"), 1))[0]
+	if r.Status != http.StatusBadGateway || r.Reason != "console-down" {
+		t.Errorf("got %d %q, want 502 console-down", r.Status, r.Reason)
 	}
-	got := rc.seen()
+	got := rc.Seen()
 	var conns []int
 	for _, s := range got {
-		if s.path == "/x" {
-			conns = append(conns, s.conn)
+		if s.Path == "/x" {
+			conns = append(conns, s.Conn)
 		}
 	}
 	if len(conns) < 1 || len(conns) > 2 || len(conns) == 2 && conns[1] == conns[0] {
@@ -275,13 +276,13 @@ func TestConnConsoleHangsUp_F(t *testing.T) {
 	}
 
 	t.Run("no kept connection", func(t *testing.T) {
-		rc2 := newRawConsole(t, func(int, net.Conn, *http.Request) bool { return false })
-		d.setConsole("raw2", rc2.addr())
-		r := d.raw(serveReq("GET", "/c/raw2/x"))
-		if r.status != http.StatusBadGateway || r.reason != "console-down" {
-			t.Errorf("got %d %q, want 502 console-down", r.status, r.reason)
+		rc2 := doortest.NewRawConsole(t, func(int, net.Conn, *http.Request) bool { return false })
+		d.setConsole("raw2", rc2.Addr())
+		r := d.Raw(doortest.ServeReq("GET", "/c/raw2/x"))
+		if r.Status != http.StatusBadGateway || r.Reason != "console-down" {
+			t.Errorf("got %d %q, want 502 console-down", r.Status, r.Reason)
 		}
-		if got := rc2.seen(); len(got) != 1 {
+		if got := rc2.Seen(); len(got) != 1 {
 			t.Errorf("the console got the GET %d times on a fresh connection, want once", len(got))
 		}
 	})
@@ -298,23 +299,23 @@ func TestConnServerSentEvents_S9(t *testing.T) {
 	fast := countFast(t)
 	next := make(chan struct{})
 	gone := make(chan error, 1)
-	rc := newRawConsole(t, func(_ int, c net.Conn, r *http.Request) bool {
+	rc := doortest.NewRawConsole(t, func(_ int, c net.Conn, r *http.Request) bool {
 		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"+
 			"b\r\ndata: one\n\n\r\n")
 		select {
 		case <-next:
-		case <-time.After(waitLimit):
+		case <-time.After(doortest.WaitLimit):
 			return false
 		}
 		io.WriteString(c, "b\r\ndata: two\n\n\r\n")
 		// Silent now, until the door closes the connection.
-		c.SetReadDeadline(time.Now().Add(waitLimit))
+		c.SetReadDeadline(time.Now().Add(doortest.WaitLimit))
 		_, err := c.Read(make([]byte, 1))
 		gone <- err
 		return false
 	})
-	d.setConsole("raw", rc.addr())
-	conn, _, resp := d.open(serveReq("GET", "/c/raw/sse", "Accept: text/event-stream"))
+	d.setConsole("raw", rc.Addr())
+	conn, _, resp := d.Open(doortest.ServeReq("GET", "/c/raw/sse", "Accept: text/event-stream"))
 	defer conn.Close()
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
 		t.Fatalf("got %d %q", resp.StatusCode, resp.Header.Get("Content-Type"))
@@ -348,7 +349,7 @@ func callerLeaves(t *testing.T, d *testDoor, conn net.Conn, gone <-chan error, f
 		if !errors.Is(err, io.EOF) {
 			t.Errorf("the console's read ended with %v, want EOF (the door closing its connection)", err)
 		}
-	case <-time.After(waitLimit):
+	case <-time.After(doortest.WaitLimit):
 		t.Fatal("the console's connection stayed open after the caller went")
 	}
 	if n := fast(); n != 1 {
@@ -362,7 +363,7 @@ func callerLeaves(t *testing.T, d *testDoor, conn net.Conn, gone <-chan error, f
 func wantNoFaultLogged(t *testing.T, d *testDoor, what string) {
 	t.Helper()
 	for _, event := range []string{"fleet.hop-error", "fleet.console-down"} {
-		if n := len(d.logs.Events(event)); n != 0 {
+		if n := len(d.Logs.Events(event)); n != 0 {
 			t.Errorf("%d %s log lines for %s", n, event, what)
 		}
 	}
@@ -373,10 +374,10 @@ func wantNoFaultLogged(t *testing.T, d *testDoor, what string) {
 func TestConnHeadAnswer_S6(t *testing.T) {
 	d := startTestDoor(t)
 	fast := countFast(t)
-	before := d.alpha.count()
-	conn := d.dial()
+	before := d.Alpha.Count()
+	conn := d.Dial()
 	defer conn.Close()
-	if _, err := io.WriteString(conn, crlf(serveReq("HEAD", "/c/alpha/h")+serveReq("GET", "/c/alpha/g"))); err != nil {
+	if _, err := io.WriteString(conn, rawhttp.CRLF(doortest.ServeReq("HEAD", "/c/alpha/h")+doortest.ServeReq("GET", "/c/alpha/g"))); err != nil {
 		t.Fatal(err)
 	}
 	br := bufio.NewReader(conn)
@@ -389,7 +390,7 @@ func TestConnHeadAnswer_S6(t *testing.T) {
 		t.Errorf("GET after HEAD: got %d %q, want 200 \"echo /g\"", res.StatusCode, body)
 	}
 	var saw []string
-	for _, s := range d.alpha.Since(before) {
+	for _, s := range d.Alpha.Since(before) {
 		saw = append(saw, s.Method+" "+s.Path)
 	}
 	if want := []string{"HEAD /h", "GET /g"}; !slices.Equal(saw, want) {
@@ -406,10 +407,10 @@ func TestConnHeadAnswer_S6(t *testing.T) {
 func TestConnConnectionClose_S6(t *testing.T) {
 	d := startTestDoor(t)
 	fast := countFast(t)
-	before := d.alpha.count()
-	conn := d.dial()
+	before := d.Alpha.Count()
+	conn := d.Dial()
 	defer conn.Close()
-	if _, err := io.WriteString(conn, crlf(serveReq("GET", "/c/alpha/x", "Connection: close"))); err != nil {
+	if _, err := io.WriteString(conn, rawhttp.CRLF(doortest.ServeReq("GET", "/c/alpha/x", "Connection: close"))); err != nil {
 		t.Fatal(err)
 	}
 	br := bufio.NewReader(conn)
@@ -417,8 +418,8 @@ func TestConnConnectionClose_S6(t *testing.T) {
 	if res.StatusCode != 200 || body != "echo /x" || !res.Close {
 		t.Errorf("got %d %q, close %v; want 200 with Connection: close", res.StatusCode, body, res.Close)
 	}
-	wantClosed(t, conn, br, "after the answer to Connection: close")
-	got := d.alpha.Since(before)
+	doortest.WantClosed(t, conn, br, "after the answer to Connection: close")
+	got := d.Alpha.Since(before)
 	if len(got) != 1 || got[0].Path != "/x" {
 		t.Fatalf("the console saw %q, want /x once", pathsOf(got))
 	}
@@ -444,7 +445,7 @@ type slowDoor struct {
 func startSlowDoor(t *testing.T) *slowDoor {
 	d := &slowDoor{testDoor: startTestDoor(t), serveErr: make(chan error, 1),
 		arrived: make(chan struct{}, 1), release: make(chan struct{}), ended: make(chan struct{}, 1)}
-	slow := newEchoConsole(t, echoconsole.Answer(func(w http.ResponseWriter, r *http.Request) {
+	slow := echoconsole.New(t, echoconsole.Answer(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/slow" {
 			d.arrived <- struct{}{}
 			select {
@@ -452,17 +453,17 @@ func startSlowDoor(t *testing.T) *slowDoor {
 			case <-r.Context().Done():
 				d.ended <- struct{}{}
 				return
-			case <-time.After(waitLimit):
+			case <-time.After(doortest.WaitLimit):
 			}
 		}
 		fmt.Fprintf(w, "answer %s", r.URL.Path)
 	}))
-	d.setConsole("slow", slow.addr())
+	d.setConsole("slow", slow.Addr())
 	ln, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	d.testDoor.addr = ln.Addr().String() // d.dial dials this ConnServer
+	d.testDoor.Addr = ln.Addr().String() // d.dial dials this ConnServer
 	d.cs = &ConnServer{Door: d.door, Server: proxy.NewServer(d.door, d.door.Log)}
 	go func() { d.serveErr <- d.cs.Serve(ln) }()
 	t.Cleanup(func() { d.cs.Close() })
@@ -474,19 +475,19 @@ func startSlowDoor(t *testing.T) *slowDoor {
 // loop's exchange of /slow, whose console holds the answer. busy's reader is returned with it.
 func (d *slowDoor) connections(t *testing.T) (idle, handed, busy net.Conn, busyBr *bufio.Reader) {
 	t.Helper()
-	idle, handed, busy = d.dial(), d.dial(), d.dial()
+	idle, handed, busy = d.Dial(), d.Dial(), d.Dial()
 	t.Cleanup(func() { idle.Close(); handed.Close(); busy.Close() })
-	if r := toResponses(rawhttp.Exchange(t, idle, serveReq("GET", "/c/slow/x"), 1))[0]; r.status != 200 {
-		t.Fatalf("GET: %d %q", r.status, r.reason)
+	if r := (rawhttp.Exchange(t, idle, doortest.ServeReq("GET", "/c/slow/x"), 1))[0]; r.Status != 200 {
+		t.Fatalf("GET: %d %q", r.Status, r.Reason)
 	}
-	post := serveReq("POST", "/c/slow/p", "Content-Length: 2") + "hi"
-	if r := toResponses(rawhttp.Exchange(t, handed, post, 1))[0]; r.status != 200 {
-		t.Fatalf("POST: %d %q", r.status, r.reason)
+	post := doortest.ServeReq("POST", "/c/slow/p", "Content-Length: 2") + "hi"
+	if r := (rawhttp.Exchange(t, handed, post, 1))[0]; r.Status != 200 {
+		t.Fatalf("POST: %d %q", r.Status, r.Reason)
 	}
-	if _, err := io.WriteString(busy, crlf(serveReq("GET", "/c/slow/slow"))); err != nil {
+	if _, err := io.WriteString(busy, rawhttp.CRLF(doortest.ServeReq("GET", "/c/slow/slow"))); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, d.arrived, "the console to hold /slow")
+	doortest.WaitFor(t, d.arrived, "the console to hold /slow")
 	return idle, handed, busy, bufio.NewReader(busy)
 }
 
@@ -499,8 +500,8 @@ func TestConnShutdown(t *testing.T) {
 
 	done := make(chan error, 1)
 	go func() { done <- d.cs.Shutdown(context.Background()) }()
-	wantClosed(t, idle, nil, "a fast connection idle at Shutdown")
-	wantClosed(t, handed, nil, "a handed-over connection idle at Shutdown")
+	doortest.WantClosed(t, idle, nil, "a fast connection idle at Shutdown")
+	doortest.WantClosed(t, handed, nil, "a handed-over connection idle at Shutdown")
 	select {
 	case err := <-done:
 		t.Fatalf("Shutdown returned (%v) while an exchange was still running", err)
@@ -512,13 +513,13 @@ func TestConnShutdown(t *testing.T) {
 	if res.StatusCode != 200 || body != "answer /slow" {
 		t.Errorf("the exchange running at Shutdown: got %d %q, want its whole answer", res.StatusCode, body)
 	}
-	wantClosed(t, busy, busyBr, "the busy connection after its answer")
+	doortest.WantClosed(t, busy, busyBr, "the busy connection after its answer")
 	select {
 	case err := <-done:
 		if err != nil {
 			t.Errorf("Shutdown: %v", err)
 		}
-	case <-time.After(waitLimit):
+	case <-time.After(doortest.WaitLimit):
 		t.Fatal("Shutdown did not return after the last exchange ended")
 	}
 	select {
@@ -526,7 +527,7 @@ func TestConnShutdown(t *testing.T) {
 		if !errors.Is(err, http.ErrServerClosed) {
 			t.Errorf("Serve returned %v, want http.ErrServerClosed", err)
 		}
-	case <-time.After(waitLimit):
+	case <-time.After(doortest.WaitLimit):
 		t.Fatal("Serve did not return after Shutdown")
 	}
 
@@ -551,18 +552,18 @@ func TestConnClose(t *testing.T) {
 	if err := d.cs.Close(); err != nil {
 		t.Errorf("Close: %v", err)
 	}
-	wantClosed(t, idle, nil, "a fast connection idle at Close")
-	wantClosed(t, handed, nil, "a handed-over connection idle at Close")
-	wantClosed(t, busy, busyBr, "a connection in an exchange at Close")
+	doortest.WantClosed(t, idle, nil, "a fast connection idle at Close")
+	doortest.WantClosed(t, handed, nil, "a handed-over connection idle at Close")
+	doortest.WantClosed(t, busy, busyBr, "a connection in an exchange at Close")
 	// Its console is told too: the door's connection to it closes, and its request ends.
-	waitFor(t, d.ended, "the console's request for a closed connection to end")
+	doortest.WaitFor(t, d.ended, "the console's request for a closed connection to end")
 	close(d.release)
 	select {
 	case err := <-d.serveErr:
 		if !errors.Is(err, http.ErrServerClosed) {
 			t.Errorf("Serve returned %v, want http.ErrServerClosed", err)
 		}
-	case <-time.After(waitLimit):
+	case <-time.After(doortest.WaitLimit):
 		t.Fatal("Serve did not return after Close")
 	}
 }
@@ -571,8 +572,8 @@ func TestConnClose(t *testing.T) {
 // by net/http from the bytes read, whole — alone, after a fast GET, or pipelined behind one.
 func TestConnHeadOverReadBuffer_S9(t *testing.T) {
 	cookie := "big=" + strings.Repeat("c", 20<<10)
-	big := serveReq("GET", "/c/alpha/big", "Cookie: "+cookie)
-	small := serveReq("GET", "/c/alpha/small")
+	big := doortest.ServeReq("GET", "/c/alpha/big", "Cookie: "+cookie)
+	small := doortest.ServeReq("GET", "/c/alpha/small")
 	rows := []struct {
 		name  string
 		reqs  []string // written in turn, each answered before the next
@@ -587,18 +588,18 @@ func TestConnHeadOverReadBuffer_S9(t *testing.T) {
 		t.Run(row.name, func(t *testing.T) {
 			d := startTestDoor(t)
 			fast := countFast(t)
-			conn := d.dial()
+			conn := d.Dial()
 			defer conn.Close()
-			var rs []response
+			var rs []doortest.Response
 			for _, req := range row.reqs {
-				rs = append(rs, toResponses(rawhttp.Exchange(t, conn, req, strings.Count(req, " HTTP/1.1\n")))...)
+				rs = append(rs, (rawhttp.Exchange(t, conn, req, strings.Count(req, " HTTP/1.1\n")))...)
 			}
 			for i, r := range rs {
-				if r.status != 200 || r.body != "echo "+row.paths[i] {
-					t.Errorf("answer %d: %d %q %q", i+1, r.status, r.reason, r.body)
+				if r.Status != 200 || r.Body != "echo "+row.paths[i] {
+					t.Errorf("answer %d: %d %q %q", i+1, r.Status, r.Reason, r.Body)
 				}
 			}
-			got := d.alpha.All()
+			got := d.Alpha.All()
 			if paths := pathsOf(got); !slices.Equal(paths, row.paths) {
 				t.Fatalf("the console saw %q, want %q", paths, row.paths)
 			}
@@ -616,16 +617,16 @@ func TestConnHeadOverReadBuffer_S9(t *testing.T) {
 func TestConnHeadOver64KiB_S9(t *testing.T) {
 	d := startTestDoor(t)
 	t.Run("S9 65 KiB Cookie", func(t *testing.T) {
-		d.wantRejected(t, serveReq("GET", "/c/alpha/x", "Cookie: big="+strings.Repeat("c", 65<<10)),
+		d.WantRejected(t, doortest.ServeReq("GET", "/c/alpha/x", "Cookie: big="+strings.Repeat("c", 65<<10)),
 			http.StatusRequestHeaderFieldsTooLarge, "header-too-large")
 	})
 	t.Run("S9 80 KiB Cookie", func(t *testing.T) {
-		before := d.alpha.count()
-		r := d.rawAs(serveReq("GET", "/c/alpha/x", "Cookie: big="+strings.Repeat("c", 80<<10)))
-		if r.status != http.StatusRequestHeaderFieldsTooLarge {
-			t.Errorf("got %d %q, want 431", r.status, r.reason)
+		before := d.Alpha.Count()
+		r := d.RawAs(doortest.ServeReq("GET", "/c/alpha/x", "Cookie: big="+strings.Repeat("c", 80<<10)))
+		if r.Status != http.StatusRequestHeaderFieldsTooLarge {
+			t.Errorf("got %d %q, want 431", r.Status, r.Reason)
 		}
-		if n := d.alpha.count(); n != before {
+		if n := d.Alpha.Count(); n != before {
 			t.Errorf("the console saw %d request(s)", n-before)
 		}
 	})
@@ -636,32 +637,32 @@ func TestConnHeadOver64KiB_S9(t *testing.T) {
 func TestConnPoolReuse(t *testing.T) {
 	d := startTestDoor(t)
 	fast := countFast(t)
-	rc := newRawConsole(t, func(_ int, c net.Conn, _ *http.Request) bool {
-		_, err := io.WriteString(c, answerOK)
+	rc := doortest.NewRawConsole(t, func(_ int, c net.Conn, _ *http.Request) bool {
+		_, err := io.WriteString(c, doortest.AnswerOK)
 		return err == nil
 	})
-	d.setConsole("raw", rc.addr())
-	conn := d.dial()
+	d.setConsole("raw", rc.Addr())
+	conn := d.Dial()
 	defer conn.Close()
 	for i := range 32 {
-		r := toResponses(rawhttp.Exchange(t, conn, serveReq("GET", fmt.Sprintf("/c/raw/%d", i)), 1))[0]
-		if r.status != 200 || r.body != "ok" {
-			t.Fatalf("GET %d: %d %q %q", i, r.status, r.reason, r.body)
+		r := (rawhttp.Exchange(t, conn, doortest.ServeReq("GET", fmt.Sprintf("/c/raw/%d", i)), 1))[0]
+		if r.Status != 200 || r.Body != "ok" {
+			t.Fatalf("GET %d: %d %q %q", i, r.Status, r.Reason, r.Body)
 		}
 	}
 	// One caller after another: each waits for the door to close its connection, which it does
 	// after putting the console's connection back.
 	for i := range 32 {
-		c := d.dial()
-		r := toResponses(rawhttp.Exchange(t, c, serveReq("GET", fmt.Sprintf("/c/raw/c%d", i), "Connection: close"), 1))[0]
-		if r.status != 200 || r.body != "ok" {
-			t.Fatalf("caller %d: %d %q %q", i, r.status, r.reason, r.body)
+		c := d.Dial()
+		r := (rawhttp.Exchange(t, c, doortest.ServeReq("GET", fmt.Sprintf("/c/raw/c%d", i), "Connection: close"), 1))[0]
+		if r.Status != 200 || r.Body != "ok" {
+			t.Fatalf("caller %d: %d %q %q", i, r.Status, r.Reason, r.Body)
 		}
-		wantClosed(t, c, nil, "a Connection: close caller")
+		doortest.WantClosed(t, c, nil, "a Connection: close caller")
 		c.Close()
 	}
-	if got := rc.seen(); len(got) != 64 || usedConns(got) != 1 {
-		t.Errorf("the console saw %d requests on %d connections, want 64 on one: %v", len(got), usedConns(got), rawPaths(got))
+	if got := rc.Seen(); len(got) != 64 || doortest.UsedConns(got) != 1 {
+		t.Errorf("the console saw %d requests on %d connections, want 64 on one: %v", len(got), doortest.UsedConns(got), rawPaths(got))
 	}
 	if n := fast(); n != 64 {
 		t.Errorf("the fast loop served %d requests, want 64", n)
@@ -682,7 +683,7 @@ var consoleEndsRows = []consoleEndsRow{
 	{"Connection: close", "GET", "/close", "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok", ""},
 	{"HTTP/1.0", "GET", "/http10", "HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok", ""},
 	{"HEAD answered with a body", "HEAD", "/headbody", "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", ""},
-	{"more than Content-Length", "GET", "/extra", answerOK + stray, ""},
+	{"more than Content-Length", "GET", "/extra", doortest.AnswerOK + stray, ""},
 }
 
 // TestConnCallerConnectionOutlivesConsoles_S6: when the console's answer ends the console's
@@ -692,21 +693,21 @@ func TestConnCallerConnectionOutlivesConsoles_S6(t *testing.T) {
 	for _, row := range consoleEndsRows {
 		t.Run(row.name, func(t *testing.T) {
 			d := startTestDoor(t)
-			rc := newRawConsole(t, func(_ int, c net.Conn, r *http.Request) bool {
+			rc := doortest.NewRawConsole(t, func(_ int, c net.Conn, r *http.Request) bool {
 				if r.URL.Path == row.path {
 					io.WriteString(c, row.answer)
 				} else {
-					io.WriteString(c, answerOK)
+					io.WriteString(c, doortest.AnswerOK)
 				}
 				return true
 			})
-			d.setConsole("raw", rc.addr())
-			conn := d.dial()
+			d.setConsole("raw", rc.Addr())
+			conn := d.Dial()
 			defer conn.Close()
 			br := bufio.NewReader(conn)
-			io.WriteString(conn, crlf(serveReq(row.method, "/c/raw"+row.path)))
+			io.WriteString(conn, rawhttp.CRLF(doortest.ServeReq(row.method, "/c/raw"+row.path)))
 			first, _ := readAnswer(t, br, row.method)
-			io.WriteString(conn, crlf(serveReq("GET", "/c/raw/after")))
+			io.WriteString(conn, rawhttp.CRLF(doortest.ServeReq("GET", "/c/raw/after")))
 			res, err := http.ReadResponse(br, nil)
 			switch {
 			case err != nil && !first.Close:
@@ -728,16 +729,16 @@ func TestConnCallerConnectionOutlivesConsoles_S6(t *testing.T) {
 func TestConnPoolNotReused_F(t *testing.T) {
 	rows := slices.Concat(consoleEndsRows, []consoleEndsRow{
 		{"HEAD answered with a body sent late", "HEAD", "/headlate", "HTTP/1.1 200 OK\r\nContent-Length: 46\r\n\r\n", stray},
-		{"more than Content-Length sent late", "GET", "/extralate", answerOK, stray},
+		{"more than Content-Length sent late", "GET", "/extralate", doortest.AnswerOK, stray},
 	})
 	for _, row := range rows {
 		t.Run(row.name, func(t *testing.T) {
 			d := startTestDoor(t)
 			fast := countFast(t)
 			late, lateSent := make(chan struct{}), make(chan struct{})
-			rc := newRawConsole(t, func(_ int, c net.Conn, r *http.Request) bool {
+			rc := doortest.NewRawConsole(t, func(_ int, c net.Conn, r *http.Request) bool {
 				if r.URL.Path != row.path {
-					io.WriteString(c, answerOK)
+					io.WriteString(c, doortest.AnswerOK)
 					return true
 				}
 				io.WriteString(c, row.answer)
@@ -745,16 +746,16 @@ func TestConnPoolNotReused_F(t *testing.T) {
 					select {
 					case <-late:
 						io.WriteString(c, row.late)
-					case <-time.After(waitLimit):
+					case <-time.After(doortest.WaitLimit):
 					}
 					close(lateSent)
 				}
 				return true // the console keeps every connection: only the door can tell
 			})
-			d.setConsole("raw", rc.addr())
-			conn := d.dial()
+			d.setConsole("raw", rc.Addr())
+			conn := d.Dial()
 			defer conn.Close()
-			if _, err := io.WriteString(conn, crlf(serveReq(row.method, "/c/raw"+row.path))); err != nil {
+			if _, err := io.WriteString(conn, rawhttp.CRLF(doortest.ServeReq(row.method, "/c/raw"+row.path))); err != nil {
 				t.Fatal(err)
 			}
 			br := bufio.NewReader(conn)
@@ -764,16 +765,16 @@ func TestConnPoolNotReused_F(t *testing.T) {
 			}
 			if row.late != "" {
 				close(late)
-				waitFor(t, lateSent, "the console's late bytes")
+				doortest.WaitFor(t, lateSent, "the console's late bytes")
 			}
 			// On the same connection: the fast loop puts the console's connection back before it
 			// reads the caller's next request.
-			io.WriteString(conn, crlf(serveReq("GET", "/c/raw/after")))
+			io.WriteString(conn, rawhttp.CRLF(doortest.ServeReq("GET", "/c/raw/after")))
 			res, err := http.ReadResponse(br, nil)
 			if err != nil { // the door closed it (TestConnCallerConnectionOutlivesConsoles_S6)
-				c2 := d.dial()
+				c2 := d.Dial()
 				defer c2.Close()
-				c2.Write([]byte(crlf(serveReq("GET", "/c/raw/after"))))
+				c2.Write([]byte(rawhttp.CRLF(doortest.ServeReq("GET", "/c/raw/after"))))
 				if res, err = http.ReadResponse(bufio.NewReader(c2), nil); err != nil {
 					t.Fatalf("the next GET, on a new connection: %v", err)
 				}
@@ -782,7 +783,7 @@ func TestConnPoolNotReused_F(t *testing.T) {
 			if res.StatusCode != 200 || string(b) != "ok" {
 				t.Errorf("the next GET got %d %q %q, want its own answer, 200 \"ok\"", res.StatusCode, res.Header.Get("X-Fleet-Reason"), b)
 			}
-			if got := rc.seen(); len(got) < 2 || got[1].path != "/after" || got[1].conn == got[0].conn {
+			if got := rc.Seen(); len(got) < 2 || got[1].Path != "/after" || got[1].Conn == got[0].Conn {
 				t.Errorf("the console saw %v; want /after on a connection of its own", rawPaths(got))
 			}
 			if n := fast(); n != 2 {
@@ -797,39 +798,39 @@ func TestConnPoolNotReused_F(t *testing.T) {
 func TestConnStrayBytesReachNoOtherCaller_F(t *testing.T) {
 	d := startTestDoor(t)
 	late, lateSent := make(chan struct{}), make(chan struct{})
-	rc := newRawConsole(t, func(_ int, c net.Conn, r *http.Request) bool {
-		io.WriteString(c, answerOK)
+	rc := doortest.NewRawConsole(t, func(_ int, c net.Conn, r *http.Request) bool {
+		io.WriteString(c, doortest.AnswerOK)
 		if r.URL.Path == "/first" {
 			select {
 			case <-late:
 				io.WriteString(c, stray)
-			case <-time.After(waitLimit):
+			case <-time.After(doortest.WaitLimit):
 			}
 			close(lateSent)
 		}
 		return true
 	})
-	d.setConsole("raw", rc.addr())
+	d.setConsole("raw", rc.Addr())
 	// The first caller's connection closes once its exchange is over: the console's connection
 	// is kept by then.
-	first := d.dial()
+	first := d.Dial()
 	defer first.Close()
-	if r := toResponses(rawhttp.Exchange(t, first, serveReq("GET", "/c/raw/first", "Connection: close"), 1))[0]; r.status != 200 {
-		t.Fatalf("first caller: %d %q", r.status, r.reason)
+	if r := (rawhttp.Exchange(t, first, doortest.ServeReq("GET", "/c/raw/first", "Connection: close"), 1))[0]; r.Status != 200 {
+		t.Fatalf("first caller: %d %q", r.Status, r.Reason)
 	}
-	wantClosed(t, first, nil, "the first caller's connection")
+	doortest.WantClosed(t, first, nil, "the first caller's connection")
 	close(late)
-	waitFor(t, lateSent, "the console's stray bytes")
-	r := d.raw(serveReq("GET", "/c/raw/second"))
-	if r.status != 200 || r.body != "ok" {
-		t.Errorf("another caller got %d %q %q, want its own answer, 200 \"ok\"", r.status, r.reason, r.body)
+	doortest.WaitFor(t, lateSent, "the console's stray bytes")
+	r := d.Raw(doortest.ServeReq("GET", "/c/raw/second"))
+	if r.Status != 200 || r.Body != "ok" {
+		t.Errorf("another caller got %d %q %q, want its own answer, 200 \"ok\"", r.Status, r.Reason, r.Body)
 	}
 }
 
-func rawPaths(got []rawSeen) []string {
+func rawPaths(got []doortest.RawSeen) []string {
 	var out []string
 	for _, s := range got {
-		out = append(out, fmt.Sprintf("%s %s on #%d", s.method, s.path, s.conn))
+		out = append(out, fmt.Sprintf("%s %s on #%d", s.Method, s.Path, s.Conn))
 	}
 	return out
 }
@@ -852,21 +853,21 @@ func TestConnCallerGone_S9(t *testing.T) {
 			fast := countFast(t)
 			asked := make(chan struct{})
 			gone := make(chan error, 1)
-			rc := newRawConsole(t, func(_ int, c net.Conn, r *http.Request) bool {
+			rc := doortest.NewRawConsole(t, func(_ int, c net.Conn, r *http.Request) bool {
 				io.WriteString(c, row.partial)
 				close(asked)
 				// Nothing more: wait until the door closes the connection.
-				c.SetReadDeadline(time.Now().Add(waitLimit))
+				c.SetReadDeadline(time.Now().Add(doortest.WaitLimit))
 				_, err := c.Read(make([]byte, 1))
 				gone <- err
 				return false
 			})
-			d.setConsole("raw", rc.addr())
-			conn := d.dial()
-			if _, err := io.WriteString(conn, crlf(serveReq("GET", "/c/raw/poll"))); err != nil {
+			d.setConsole("raw", rc.Addr())
+			conn := d.Dial()
+			if _, err := io.WriteString(conn, rawhttp.CRLF(doortest.ServeReq("GET", "/c/raw/poll"))); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, asked, "the console to be asked")
+			doortest.WaitFor(t, asked, "the console to be asked")
 			if row.partial != "" { // the caller has the head: the door is in the body
 				if res, err := http.ReadResponse(bufio.NewReader(conn), nil); err != nil || res.StatusCode != 200 {
 					t.Fatalf("the answer's head: %v, %v", res, err)
@@ -891,19 +892,19 @@ func TestConnSlowAnswer_S9(t *testing.T) {
 		"/hints": {"HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n",
 			"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhints"},
 	}
-	rc := newRawConsole(t, func(_ int, c net.Conn, r *http.Request) bool {
+	rc := doortest.NewRawConsole(t, func(_ int, c net.Conn, r *http.Request) bool {
 		parts := answers[r.URL.Path]
 		io.WriteString(c, parts[0])
 		time.Sleep(answerGrace + answerGrace/2)
 		io.WriteString(c, parts[1])
 		return true
 	})
-	d.setConsole("raw", rc.addr())
-	conn := d.dial()
+	d.setConsole("raw", rc.Addr())
+	conn := d.Dial()
 	defer conn.Close()
 	br := bufio.NewReader(conn)
 	for _, path := range []string{"/late", "/pieces", "/slowbody", "/hints"} {
-		if _, err := io.WriteString(conn, crlf(serveReq("GET", "/c/raw"+path))); err != nil {
+		if _, err := io.WriteString(conn, rawhttp.CRLF(doortest.ServeReq("GET", "/c/raw"+path))); err != nil {
 			t.Fatal(err)
 		}
 		if path == "/hints" {
@@ -919,10 +920,8 @@ func TestConnSlowAnswer_S9(t *testing.T) {
 	if n := fast(); n != 4 {
 		t.Errorf("the fast loop served %d requests, want 4", n)
 	}
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	if rc.accepts != 1 || len(rc.got) != 4 {
-		t.Errorf("the console accepted %d connections and read %d requests, want 1 and 4: a slow answer must not cost a retry or its connection", rc.accepts, len(rc.got))
+	if accepts, got := rc.Accepts(), len(rc.Seen()); accepts != 1 || got != 4 {
+		t.Errorf("the console accepted %d connections and read %d requests, want 1 and 4: a slow answer must not cost a retry or its connection", accepts, got)
 	}
 	wantNoFaultLogged(t, d, "slow answers")
 }
@@ -935,23 +934,23 @@ func TestConnAnswerHeadOverReadBuffer_S6(t *testing.T) {
 	d := startTestDoor(t)
 	fast := countFast(t)
 	policy := strings.Repeat("p", 20<<10)
-	rc := newRawConsole(t, func(_ int, c net.Conn, r *http.Request) bool {
+	rc := doortest.NewRawConsole(t, func(_ int, c net.Conn, r *http.Request) bool {
 		body := "body of " + r.URL.Path
 		fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Security-Policy: %s\r\nContent-Length: %d\r\n\r\n%s", policy, len(body), body)
 		return true
 	})
-	d.setConsole("raw", rc.addr())
-	conn := d.dial()
+	d.setConsole("raw", rc.Addr())
+	conn := d.Dial()
 	defer conn.Close()
 	for _, path := range []string{"/one", "/two"} {
-		r := toResponses(rawhttp.Exchange(t, conn, serveReq("GET", "/c/raw"+path), 1))[0]
-		if r.status != 200 || r.body != "body of "+path || r.header.Get("Content-Security-Policy") != policy {
+		r := (rawhttp.Exchange(t, conn, doortest.ServeReq("GET", "/c/raw"+path), 1))[0]
+		if r.Status != 200 || r.Body != "body of "+path || r.Header.Get("Content-Security-Policy") != policy {
 			t.Fatalf("GET %s: %d %q, body %q, policy of %d bytes; want 200, the body and the whole policy",
-				path, r.status, r.reason, r.body, len(r.header.Get("Content-Security-Policy")))
+				path, r.Status, r.Reason, r.Body, len(r.Header.Get("Content-Security-Policy")))
 		}
 	}
-	if got := rc.seen(); len(got) != 2 || usedConns(got) != 1 {
-		t.Errorf("the console saw %d requests on %d connections, want 2 on 1", len(got), usedConns(got))
+	if got := rc.Seen(); len(got) != 2 || doortest.UsedConns(got) != 1 {
+		t.Errorf("the console saw %d requests on %d connections, want 2 on 1", len(got), doortest.UsedConns(got))
 	}
 	if n := fast(); n != 2 {
 		t.Errorf("the fast loop served %d requests, want 2", n)
@@ -964,11 +963,11 @@ func TestConnAnswerHeadOverReadBuffer_S6(t *testing.T) {
 func TestConnWorkerServesTheNext(t *testing.T) {
 	d := startTestDoor(t)
 	for i := range 4 {
-		conn := d.dial()
+		conn := d.Dial()
 		path := fmt.Sprintf("/c/alpha/conn%d", i)
-		r := toResponses(rawhttp.Exchange(t, conn, serveReq("GET", path, "Connection: close"), 1))[0]
-		if r.status != http.StatusOK || r.body != "echo /"+path[len("/c/alpha/"):] {
-			t.Fatalf("connection %d: got %d %q %q", i, r.status, r.reason, r.body)
+		r := (rawhttp.Exchange(t, conn, doortest.ServeReq("GET", path, "Connection: close"), 1))[0]
+		if r.Status != http.StatusOK || r.Body != "echo /"+path[len("/c/alpha/"):] {
+			t.Fatalf("connection %d: got %d %q %q", i, r.Status, r.Reason, r.Body)
 		}
 		conn.Close()
 		// Served and closed: its worker waits for the next connection, and it is the only one.
@@ -987,11 +986,11 @@ func TestConnIdleWorkersEnd(t *testing.T) {
 	d.cs.idleFor = time.Millisecond
 	d.cs.mu.Unlock()
 	for i := range 2 {
-		conn := d.dial()
-		r := toResponses(rawhttp.Exchange(t, conn, serveReq("GET", "/c/alpha/x", "Connection: close"), 1))[0]
+		conn := d.Dial()
+		r := (rawhttp.Exchange(t, conn, doortest.ServeReq("GET", "/c/alpha/x", "Connection: close"), 1))[0]
 		conn.Close()
-		if r.status != http.StatusOK {
-			t.Fatalf("connection %d: got %d %q", i, r.status, r.reason)
+		if r.Status != http.StatusOK {
+			t.Fatalf("connection %d: got %d %q", i, r.Status, r.Reason)
 		}
 		waitUntil(t, func() bool { all, _ := workersOf(d.cs); return all == 0 },
 			fmt.Sprintf("the worker of connection %d to end", i))
@@ -1021,10 +1020,10 @@ func workersOf(cs *ConnServer) (all, waiting int) {
 	return all, waiting
 }
 
-// waitUntil polls cond until it holds, failing the test after waitLimit.
+// waitUntil polls cond until it holds, failing the test after doortest.WaitLimit.
 func waitUntil(t *testing.T, cond func() bool, what string) {
 	t.Helper()
-	for deadline := time.Now().Add(waitLimit); !cond(); time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(doortest.WaitLimit); !cond(); time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("gave up waiting for %s", what)
 		}
@@ -1037,16 +1036,16 @@ func waitUntil(t *testing.T, cond func() bool, what string) {
 // judged afresh, 400 assertion-sent, not given the first one's redirect.
 func TestConnPrejudgedVerdictTakenOnce_S3(t *testing.T) {
 	d := startTestDoor(t)
-	before := d.alpha.count()
-	rs := d.rawMany(serveReq("GET", "/c/alpha")+serveReq("GET", "/c/alpha", "X-Phase-Console-Fleet: x"), 2)
-	if rs[0].status != http.StatusPermanentRedirect {
-		t.Errorf("first: %d %q, want 308", rs[0].status, rs[0].reason)
+	before := d.Alpha.Count()
+	rs := d.RawMany(doortest.ServeReq("GET", "/c/alpha")+doortest.ServeReq("GET", "/c/alpha", "X-Phase-Console-Fleet: x"), 2)
+	if rs[0].Status != http.StatusPermanentRedirect {
+		t.Errorf("first: %d %q, want 308", rs[0].Status, rs[0].Reason)
 	}
-	if rs[1].status != http.StatusBadRequest || rs[1].reason != "assertion-sent" {
+	if rs[1].Status != http.StatusBadRequest || rs[1].Reason != "assertion-sent" {
 		t.Errorf("second, same request line with an assertion header: %d %q, want 400 assertion-sent",
-			rs[1].status, rs[1].reason)
+			rs[1].Status, rs[1].Reason)
 	}
-	if n := d.alpha.count(); n != before {
+	if n := d.Alpha.Count(); n != before {
 		t.Errorf("the console saw %d requests, want none", n-before)
 	}
 }
@@ -1108,16 +1107,16 @@ func TestConnGraceSpentBeforeSendNotConsoleDown_S8(t *testing.T) {
 			}
 			d := startTestDoor(t, func(door *proxy.Door) { door.Hop = proxy.NewHop(door.Log, down, dial) })
 			fast := countFast(t)
-			before := d.alpha.count()
+			before := d.Alpha.Count()
 			left.Store(stalls)
-			r := d.raw(serveReq("GET", "/c/alpha/x"))
+			r := d.Raw(doortest.ServeReq("GET", "/c/alpha/x"))
 			if n := fast(); n != 1 {
 				t.Fatalf("the fast loop served %d requests, want 1", n)
 			}
-			if r.status != http.StatusOK || r.body != "echo /x" {
-				t.Errorf("got %d %q %q; want 200 \"echo /x\" (nothing had been sent)", r.status, r.reason, r.body)
+			if r.Status != http.StatusOK || r.Body != "echo /x" {
+				t.Errorf("got %d %q %q; want 200 \"echo /x\" (nothing had been sent)", r.Status, r.Reason, r.Body)
 			}
-			if n := d.alpha.count(); n != before+1 {
+			if n := d.Alpha.Count(); n != before+1 {
 				t.Errorf("the console saw %d requests, want 1", n-before)
 			}
 			if ids := down.marked(); len(ids) != 0 {
@@ -1135,13 +1134,13 @@ func TestConnGraceSpentBeforeSendNotConsoleDown_S8(t *testing.T) {
 func wantPanicLogged(t *testing.T, d *testDoor, why string) {
 	t.Helper()
 	var got []map[string]any
-	for _, l := range d.logs.Events("fleet.http-error") {
+	for _, l := range d.Logs.Events("fleet.http-error") {
 		if e, _ := l["error"].(string); strings.Contains(e, "panic serving") {
 			got = append(got, l)
 		}
 	}
 	if len(got) != 1 {
-		t.Fatalf("%d log lines of a panic, want 1; the log:\n%s", len(got), d.logs.String())
+		t.Fatalf("%d log lines of a panic, want 1; the log:\n%s", len(got), d.Logs.String())
 	}
 	e, _ := got[0]["error"].(string)
 	if got[0]["level"] != "WARN" || !strings.Contains(e, why) || !strings.Contains(e, "goroutine ") ||
@@ -1165,26 +1164,26 @@ func TestConnPanicRecovered_S9(t *testing.T) {
 	}
 	d.cs.mu.Unlock()
 	fast := countFast(t)
-	before := d.alpha.count()
+	before := d.Alpha.Count()
 
-	conn := d.dial()
+	conn := d.Dial()
 	defer conn.Close()
 	br := bufio.NewReader(conn)
-	io.WriteString(conn, crlf(serveReq("GET", "/c/alpha/before")+serveReq("GET", "/c/alpha/panic")))
+	io.WriteString(conn, rawhttp.CRLF(doortest.ServeReq("GET", "/c/alpha/before")+doortest.ServeReq("GET", "/c/alpha/panic")))
 	if res, body := readAnswer(t, br, "GET"); res.StatusCode != http.StatusOK || body != "echo /before" {
 		t.Errorf("the request before the panic: %d %q, want 200", res.StatusCode, body)
 	}
-	wantClosed(t, conn, br, "the connection whose serving panicked")
+	doortest.WantClosed(t, conn, br, "the connection whose serving panicked")
 	wantPanicLogged(t, d, "Prepare panics on purpose")
-	if paths := pathsOf(d.alpha.Since(before)); !slices.Equal(paths, []string{"/before"}) {
+	if paths := pathsOf(d.Alpha.Since(before)); !slices.Equal(paths, []string{"/before"}) {
 		t.Errorf("the console saw %q, want /before only", paths)
 	}
 	// The worker that recovered waits for the next connection, and serves it.
 	waitUntil(t, func() bool { all, waiting := workersOf(d.cs); return all == 1 && waiting == 1 },
 		"the worker to wait for the next connection")
-	r := d.raw(serveReq("GET", "/c/alpha/after"))
-	if r.status != http.StatusOK || r.body != "echo /after" {
-		t.Errorf("the next connection: %d %q %q, want 200", r.status, r.reason, r.body)
+	r := d.Raw(doortest.ServeReq("GET", "/c/alpha/after"))
+	if r.Status != http.StatusOK || r.Body != "echo /after" {
+		t.Errorf("the next connection: %d %q %q, want 200", r.Status, r.Reason, r.Body)
 	}
 	if n := fast(); n != 2 {
 		t.Errorf("the fast loop served %d requests, want 2 (before and after)", n)
@@ -1232,20 +1231,20 @@ func TestConnPanicInExchange_S9(t *testing.T) {
 	d := startTestDoor(t, func(door *proxy.Door) { door.Hop = proxy.NewHop(door.Log, down, dial) })
 	fast := countFast(t)
 
-	if r := d.raw(serveReq("GET", "/c/alpha/one")); r.status != http.StatusOK { // a kept console connection
-		t.Fatalf("first: %d %q", r.status, r.reason)
+	if r := d.Raw(doortest.ServeReq("GET", "/c/alpha/one")); r.Status != http.StatusOK { // a kept console connection
+		t.Fatalf("first: %d %q", r.Status, r.Reason)
 	}
 	panics.Store(1)
-	conn := d.dial()
+	conn := d.Dial()
 	defer conn.Close()
-	io.WriteString(conn, crlf(serveReq("GET", "/c/alpha/panic")))
-	wantClosed(t, conn, nil, "the connection whose exchange panicked")
+	io.WriteString(conn, rawhttp.CRLF(doortest.ServeReq("GET", "/c/alpha/panic")))
+	doortest.WantClosed(t, conn, nil, "the connection whose exchange panicked")
 	wantPanicLogged(t, d, "Write panics on purpose")
 	if n := closes.Load(); n != 1 {
 		t.Errorf("%d console connections closed, want the one the exchange held", n)
 	}
-	if r := d.raw(serveReq("GET", "/c/alpha/after")); r.status != http.StatusOK || r.body != "echo /after" {
-		t.Errorf("after the panic: %d %q %q, want 200", r.status, r.reason, r.body)
+	if r := d.Raw(doortest.ServeReq("GET", "/c/alpha/after")); r.Status != http.StatusOK || r.Body != "echo /after" {
+		t.Errorf("after the panic: %d %q %q, want 200", r.Status, r.Reason, r.Body)
 	}
 	if n := dials.Load(); n != 2 {
 		t.Errorf("%d console connections dialled, want 2 (the one closed is not kept)", n)

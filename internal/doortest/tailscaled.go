@@ -1,0 +1,169 @@
+package doortest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+
+	"tailscale.com/client/local"
+	"tailscale.com/client/tailscale/apitype"
+	"tailscale.com/ipn"
+	"tailscale.com/ipn/ipnstate"
+	"tailscale.com/tailcfg"
+
+	"github.com/phase-console/fleet/internal/peercred"
+)
+
+// FakeTailscaled is tailscaled's LocalAPI as far as fleet asks it: WhoIs, prefs, the Serve
+// config and status, served over a unix socket (ServeLocalAPI) so that the real
+// tailscale.com/client/local code runs. Change its fields under Set.
+type FakeTailscaled struct {
+	mu       sync.Mutex
+	whoisLog []string // every WhoIs addr asked, in order
+
+	Peers  map[string]FakePeer    // WhoIs of a bare IP
+	Direct func(addr string) bool // WhoIs of an ip:port: a connection tailscaled itself forwarded (S5b)
+	TUN    bool                   // status: tailscaled runs a TUN device
+	Down   bool                   // every call fails, as when tailscaled is down
+
+	// S5e: tailscaled's prefs and Serve config (default: no Tailscale SSH, no raw forward);
+	// PrefsDown and ServeDown make just that call fail.
+	RunSSH               bool
+	Serve                *ipn.ServeConfig
+	PrefsDown, ServeDown bool
+	// Args, if not nil, is tailscaled's command line (else this test process's own, read
+	// through the fake LocalAPI's socket as fleet reads tailscaled's); ArgsDown makes reading
+	// it fail.
+	Args     []string
+	ArgsDown bool
+}
+
+// A FakePeer is a tailnet node as WhoIs describes it.
+type FakePeer struct {
+	Login  string
+	Tagged bool // a tagged node (tag:ci), owned by no person
+}
+
+// NewFakeTailscaled knows Alice, Bob and Jürgen, and a tagged node at TaggedIP.
+func NewFakeTailscaled() *FakeTailscaled {
+	return &FakeTailscaled{Peers: map[string]FakePeer{
+		AliceIP:  {Login: Alice},
+		BobIP:    {Login: Bob},
+		JurgenIP: {Login: Jurgen},
+		TaggedIP: {Login: "tagged-devices", Tagged: true},
+	}}
+}
+
+// Set changes f under its lock.
+func (f *FakeTailscaled) Set(fn func(f *FakeTailscaled)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fn(f)
+}
+
+// WhoisAsked is every addr WhoIs was asked about so far, in order.
+func (f *FakeTailscaled) WhoisAsked() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.whoisLog)
+}
+
+// CommandLine is a TailscaledArgs for a door on f whose LocalAPI socket is sock.
+func (f *FakeTailscaled) CommandLine(sock string) func(ctx context.Context) ([]string, error) {
+	return func(ctx context.Context) ([]string, error) {
+		f.mu.Lock()
+		args, down := f.Args, f.ArgsDown
+		f.mu.Unlock()
+		switch {
+		case down:
+			return nil, errors.New("open /proc/4242/cmdline: permission denied")
+		case args != nil:
+			return args, nil
+		}
+		return peercred.SocketServerArgs(ctx, sock)
+	}
+}
+
+func (f *FakeTailscaled) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.Down {
+		http.Error(w, "tailscaled is down", http.StatusServiceUnavailable)
+		return
+	}
+	switch r.URL.Path {
+	case "/localapi/v0/whois":
+		addr := r.URL.Query().Get("addr")
+		f.whoisLog = append(f.whoisLog, addr)
+		if _, err := netip.ParseAddrPort(addr); err == nil {
+			if f.Direct != nil && f.Direct(addr) {
+				json.NewEncoder(w).Encode(&apitype.WhoIsResponse{
+					Node:        &tailcfg.Node{ID: 9, Name: "direct."},
+					UserProfile: &tailcfg.UserProfile{LoginName: Alice},
+				})
+				return
+			}
+			http.Error(w, "no match for IP:port", http.StatusNotFound)
+			return
+		}
+		p, ok := f.Peers[addr]
+		if !ok {
+			http.Error(w, "no match for IP:port", http.StatusNotFound)
+			return
+		}
+		n := &tailcfg.Node{ID: 1, Name: "peer."}
+		if p.Tagged {
+			n.Tags = []string{"tag:ci"}
+		}
+		json.NewEncoder(w).Encode(&apitype.WhoIsResponse{Node: n, UserProfile: &tailcfg.UserProfile{LoginName: p.Login}})
+	case "/localapi/v0/prefs":
+		if f.PrefsDown {
+			http.Error(w, "prefs unavailable", http.StatusInternalServerError)
+			return
+		}
+		json.NewEncoder(w).Encode(&ipn.Prefs{RunSSH: f.RunSSH})
+	case "/localapi/v0/serve-config":
+		if f.ServeDown {
+			http.Error(w, "serve config unavailable", http.StatusInternalServerError)
+			return
+		}
+		json.NewEncoder(w).Encode(f.Serve)
+	case "/localapi/v0/status":
+		json.NewEncoder(w).Encode(&ipnstate.Status{
+			Version:      "1.102.5",
+			TUN:          f.TUN,
+			BackendState: "Running",
+			TailscaleIPs: []netip.Addr{netip.MustParseAddr(SelfIP)},
+			Self:         &ipnstate.PeerStatus{DNSName: TSName + ".", HostName: "sup"},
+		})
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+// ServeLocalAPI serves f on a unix socket until t ends and returns a real LocalAPI client for it.
+func ServeLocalAPI(t testing.TB, f *FakeTailscaled) *local.Client {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "fleet-lapi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "tailscaled.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: f}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return &local.Client{Socket: sock, UseSocketOnly: true}
+}
