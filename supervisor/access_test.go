@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/phase-console/fleet/access"
+	"github.com/phase-console/fleet/internal/doortest"
+	"github.com/phase-console/fleet/internal/echoconsole"
 	"tailscale.com/tailcfg"
 )
 
@@ -39,17 +41,17 @@ func writeProfile(t *testing.T, home, body string) {
 
 // grantsDoor starts a supervisor on home (its profile already written, or not) whose alice holds
 // caps (nil: no capability), with consoles alpha, build-1 and beta registered.
-func grantsDoor(t *testing.T, home string, caps tailcfg.PeerCapMap) (*door, map[string]*echoConsole) {
+func grantsDoor(t *testing.T, home string, caps tailcfg.PeerCapMap) (*door, map[string]*echoconsole.Console) {
 	t.Helper()
-	tn := newFakeTailnet()
-	p := tn.peers[aliceIP]
-	p.caps = caps
-	tn.peers[aliceIP] = p
+	tn := doortest.NewFakeTailscaled()
+	p := tn.Peers[doortest.AliceIP]
+	p.Caps = caps
+	tn.Peers[doortest.AliceIP] = p
 	d := startDoorAt(t, home, tn)
-	all := map[string]*echoConsole{"alpha": d.alpha}
+	all := map[string]*echoconsole.Console{"alpha": d.Alpha}
 	for _, id := range []string{"build-1", "beta"} {
-		all[id] = newEchoConsole(t)
-		if _, err := d.srv.registry.Put(Console{ID: id, Addr: all[id].addr(), Name: strings.ToUpper(id)}); err != nil {
+		all[id] = echoconsole.New(t)
+		if _, err := d.srv.registry.Put(Console{ID: id, Addr: all[id].Addr(), Name: strings.ToUpper(id)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -58,29 +60,29 @@ func grantsDoor(t *testing.T, home string, caps tailcfg.PeerCapMap) (*door, map[
 
 // opens sends alice's GET /c/<id>/ and checks what the consoles saw: only id, once, when the
 // request was forwarded; nothing at all, and 403 not-granted, when it was not.
-func opens(t *testing.T, d *door, all map[string]*echoConsole, id string, granted bool) {
+func opens(t *testing.T, d *door, all map[string]*echoconsole.Console, id string, granted bool) {
 	t.Helper()
 	before := map[string]int{}
 	for name, c := range all {
-		before[name] = c.count()
+		before[name] = c.Count()
 	}
-	r := d.raw(serveReq("GET", "/c/"+id+"/"))
+	r := d.Raw(doortest.ServeReq("GET", "/c/"+id+"/"))
 	for name, c := range all {
 		want := before[name]
 		if granted && name == id {
 			want++
 		}
-		if c.count() != want {
-			t.Errorf("/c/%s/: console %s saw %d new request(s), want %d", id, name, c.count()-before[name], want-before[name])
+		if c.Count() != want {
+			t.Errorf("/c/%s/: console %s saw %d new request(s), want %d", id, name, c.Count()-before[name], want-before[name])
 		}
 	}
 	switch {
-	case granted && r.status != http.StatusOK:
-		t.Errorf("/c/%s/: got %d %q, want 200", id, r.status, r.reason)
+	case granted && r.Status != http.StatusOK:
+		t.Errorf("/c/%s/: got %d %q, want 200", id, r.Status, r.Reason)
 	case !granted:
-		lines := d.logs.Events("fleet.rejected")[d.rejectedBefore:]
-		if r.status != http.StatusForbidden || r.reason != "not-granted" || len(lines) != 1 {
-			t.Errorf("/c/%s/: got %d %q (log %v), want 403 not-granted and one fleet.rejected line", id, r.status, r.reason, lines)
+		lines := d.Logs.Events("fleet.rejected")[d.RejectedBefore():]
+		if r.Status != http.StatusForbidden || r.Reason != "not-granted" || len(lines) != 1 {
+			t.Errorf("/c/%s/: got %d %q (log %v), want 403 not-granted and one fleet.rejected line", id, r.Status, r.Reason, lines)
 		}
 	}
 }
@@ -88,9 +90,9 @@ func opens(t *testing.T, d *door, all map[string]*echoConsole, id string, grante
 // indexIDs is the index as alice sees it: the console ids of its JSON form, and its HTML page.
 func indexIDs(t *testing.T, d *door) ([]string, string) {
 	t.Helper()
-	r := d.raw(serveReq("GET", "/", "Accept: application/json"))
-	if r.status != http.StatusOK {
-		t.Fatalf("index: %d %q", r.status, r.body)
+	r := d.Raw(doortest.ServeReq("GET", "/", "Accept: application/json"))
+	if r.Status != http.StatusOK {
+		t.Fatalf("index: %d %q", r.Status, r.Body)
 	}
 	var idx struct {
 		Login    string `json:"login"`
@@ -98,18 +100,18 @@ func indexIDs(t *testing.T, d *door) ([]string, string) {
 			ID string `json:"id"`
 		} `json:"consoles"`
 	}
-	if err := json.Unmarshal([]byte(r.body), &idx); err != nil || idx.Login != alice {
-		t.Fatalf("index JSON %q: %v", r.body, err)
+	if err := json.Unmarshal([]byte(r.Body), &idx); err != nil || idx.Login != doortest.Alice {
+		t.Fatalf("index JSON %q: %v", r.Body, err)
 	}
 	ids := []string{}
 	for _, c := range idx.Consoles {
 		ids = append(ids, c.ID)
 	}
-	page := d.raw(serveReq("GET", "/"))
-	if page.status != http.StatusOK {
-		t.Fatalf("index page: %d", page.status)
+	page := d.Raw(doortest.ServeReq("GET", "/"))
+	if page.Status != http.StatusOK {
+		t.Fatalf("index page: %d", page.Status)
 	}
-	return ids, page.body
+	return ids, page.Body
 }
 
 // TestIndexFiltered_G1: the index, in both forms, lists only what the caller may open.
@@ -143,7 +145,7 @@ func TestIndexFiltered_G1(t *testing.T) {
 				}
 			}
 			for name, c := range all {
-				if c.count() != 0 {
+				if c.Count() != 0 {
 					t.Errorf("console %s saw the index's requests", name)
 				}
 			}
@@ -176,7 +178,7 @@ func TestAccessSection_G1(t *testing.T) {
 	d.srv.ReloadReach()
 	opens(t, d, all, "alpha", false)
 	d.srv.ReloadReach() // the same refusal again: no second line
-	warned := d.logs.Events("fleet.access-refused")
+	warned := d.Logs.Events("fleet.access-refused")
 	if len(warned) != 1 || warned[0]["key"] != "access.colour" || warned[0]["mode"] != "grants" || warned[0]["level"] != "WARN" {
 		t.Errorf("fleet.access-refused lines: %v", warned)
 	}

@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/phase-console/fleet/internal/doortest"
+	"github.com/phase-console/fleet/internal/echoconsole"
 )
 
 // listConsoles is GET /fleet/v1/consoles with the bearer, decoded, once the probes that
@@ -15,15 +18,15 @@ import (
 func listConsoles(t *testing.T, d *door) map[string]ConsoleStatus {
 	t.Helper()
 	d.srv.registry.probes.Wait() // a new console is "unknown" until its first probe (S8)
-	r := d.raw(d.localReq("GET", "/fleet/v1/consoles", "", d.bearer()))
-	if r.status != http.StatusOK {
-		t.Fatalf("GET /fleet/v1/consoles: %d %q", r.status, r.reason)
+	r := d.Raw(d.localReq("GET", "/fleet/v1/consoles", "", d.bearer()))
+	if r.Status != http.StatusOK {
+		t.Fatalf("GET /fleet/v1/consoles: %d %q", r.Status, r.Reason)
 	}
 	var body struct {
 		Consoles []ConsoleStatus `json:"consoles"`
 	}
-	if err := json.Unmarshal([]byte(r.body), &body); err != nil {
-		t.Fatalf("GET /fleet/v1/consoles: %v in %q", err, r.body)
+	if err := json.Unmarshal([]byte(r.Body), &body); err != nil {
+		t.Fatalf("GET /fleet/v1/consoles: %v in %q", err, r.Body)
 	}
 	out := map[string]ConsoleStatus{}
 	for _, c := range body.Consoles {
@@ -33,9 +36,9 @@ func listConsoles(t *testing.T, d *door) map[string]ConsoleStatus {
 }
 
 // register is POST /fleet/v1/consoles with the bearer.
-func register(d *door, id, addr string) response {
+func register(d *door, id, addr string) doortest.Response {
 	b, _ := json.Marshal(map[string]string{"id": id, "addr": addr, "name": id})
-	return d.raw(d.localReq("POST", "/fleet/v1/consoles", string(b), d.bearer()))
+	return d.Raw(d.localReq("POST", "/fleet/v1/consoles", string(b), d.bearer()))
 }
 
 // TestAPIWithBearer_S8: GET, POST and DELETE /fleet/v1/consoles work for a local caller with the
@@ -43,65 +46,65 @@ func register(d *door, id, addr string) response {
 func TestAPIWithBearer_S8(t *testing.T) {
 	d := startDoor(t)
 	t.Run("S8 GET lists with health", func(t *testing.T) {
-		r := d.raw(d.localReq("GET", "/fleet/v1/consoles", "", d.bearer()))
-		if r.status != http.StatusOK || r.header.Get("Content-Type") != "application/json" {
-			t.Fatalf("got %d %q", r.status, r.header.Get("Content-Type"))
+		r := d.Raw(d.localReq("GET", "/fleet/v1/consoles", "", d.bearer()))
+		if r.Status != http.StatusOK || r.Header.Get("Content-Type") != "application/json" {
+			t.Fatalf("got %d %q", r.Status, r.Header.Get("Content-Type"))
 		}
-		if strings.Contains(r.body, d.token) {
+		if strings.Contains(r.Body, d.Token) {
 			t.Error("the listing shows the fleet token")
 		}
 		a, ok := listConsoles(t, d)["alpha"]
-		if !ok || a.Addr != d.alpha.addr() || !a.Up || a.URL != "/c/alpha/" || a.Name != "Alpha" {
+		if !ok || a.Addr != d.Alpha.Addr() || !a.Up || a.URL != "/c/alpha/" || a.Name != "Alpha" {
 			t.Errorf("alpha listed as %+v", a)
 		}
 	})
 	t.Run("S8 POST new is 201", func(t *testing.T) {
 		r := register(d, "beta", "[::1]:9001")
-		if r.status != http.StatusCreated {
-			t.Fatalf("got %d %q %q", r.status, r.reason, r.body)
+		if r.Status != http.StatusCreated {
+			t.Fatalf("got %d %q %q", r.Status, r.Reason, r.Body)
 		}
 		var c Console
-		if err := json.Unmarshal([]byte(r.body), &c); err != nil || c.ID != "beta" || c.Addr != "[::1]:9001" {
-			t.Errorf("answer %q", r.body)
+		if err := json.Unmarshal([]byte(r.Body), &c); err != nil || c.ID != "beta" || c.Addr != "[::1]:9001" {
+			t.Errorf("answer %q", r.Body)
 		}
 	})
 	t.Run("S8 POST again is 200 refreshed", func(t *testing.T) {
 		r := register(d, "beta", "127.0.0.1:9002")
-		if r.status != http.StatusOK {
-			t.Fatalf("got %d %q %q", r.status, r.reason, r.body)
+		if r.Status != http.StatusOK {
+			t.Fatalf("got %d %q %q", r.Status, r.Reason, r.Body)
 		}
 		if got := listConsoles(t, d)["beta"].Addr; got != "127.0.0.1:9002" {
 			t.Errorf("after the refresh beta is at %q", got)
 		}
 	})
 	t.Run("S8 lower-case bearer scheme", func(t *testing.T) {
-		r := d.raw(d.localReq("GET", "/fleet/v1/consoles", "", "Authorization: bearer "+d.token))
-		if r.status != http.StatusOK {
-			t.Fatalf("got %d %q", r.status, r.reason)
+		r := d.Raw(d.localReq("GET", "/fleet/v1/consoles", "", "Authorization: bearer "+d.Token))
+		if r.Status != http.StatusOK {
+			t.Fatalf("got %d %q", r.Status, r.Reason)
 		}
 	})
 	t.Run("S8 DELETE is 204 then 404", func(t *testing.T) {
-		r := d.raw(d.localReq("DELETE", "/fleet/v1/consoles/beta", "", d.bearer()))
-		if r.status != http.StatusNoContent {
-			t.Fatalf("got %d %q", r.status, r.reason)
+		r := d.Raw(d.localReq("DELETE", "/fleet/v1/consoles/beta", "", d.bearer()))
+		if r.Status != http.StatusNoContent {
+			t.Fatalf("got %d %q", r.Status, r.Reason)
 		}
 		if _, ok := listConsoles(t, d)["beta"]; ok {
 			t.Error("beta is still listed")
 		}
-		d.wantRejected(t, d.localReq("DELETE", "/fleet/v1/consoles/beta", "", d.bearer()), http.StatusNotFound, "unknown-console")
+		d.WantRejected(t, d.localReq("DELETE", "/fleet/v1/consoles/beta", "", d.bearer()), http.StatusNotFound, "unknown-console")
 	})
 	t.Run("S8 DELETE a console that routes", func(t *testing.T) {
-		r := d.raw(d.localReq("DELETE", "/fleet/v1/consoles/alpha", "", d.bearer()))
-		if r.status != http.StatusNoContent {
-			t.Fatalf("got %d %q", r.status, r.reason)
+		r := d.Raw(d.localReq("DELETE", "/fleet/v1/consoles/alpha", "", d.bearer()))
+		if r.Status != http.StatusNoContent {
+			t.Fatalf("got %d %q", r.Status, r.Reason)
 		}
-		d.wantRejected(t, serveReq("GET", "/c/alpha/x"), http.StatusNotFound, "unknown-console")
+		d.WantRejected(t, doortest.ServeReq("GET", "/c/alpha/x"), http.StatusNotFound, "unknown-console")
 	})
 	t.Run("S8 other method is 405", func(t *testing.T) {
-		d.wantRejected(t, d.localReq("PUT", "/fleet/v1/consoles", "{}", d.bearer()), http.StatusMethodNotAllowed, "method")
+		d.WantRejected(t, d.localReq("PUT", "/fleet/v1/consoles", "{}", d.bearer()), http.StatusMethodNotAllowed, "method")
 	})
 	t.Run("S8 other API is 404", func(t *testing.T) {
-		d.wantRejected(t, d.localReq("GET", "/fleet/v1/secrets", "", d.bearer()), http.StatusNotFound, "not-found")
+		d.WantRejected(t, d.localReq("GET", "/fleet/v1/secrets", "", d.bearer()), http.StatusNotFound, "not-found")
 	})
 }
 
@@ -109,7 +112,7 @@ func TestAPIWithBearer_S8(t *testing.T) {
 // method, and nothing changes.
 func TestAPIBearerRefused_S8(t *testing.T) {
 	d := startDoor(t)
-	tok := d.token
+	tok := d.Token
 	flip := tok[:len(tok)-1] + "A" // the token wrong in its last byte only
 	if tok[len(tok)-1] == 'A' {
 		flip = tok[:len(tok)-1] + "B"
@@ -136,11 +139,11 @@ func TestAPIBearerRefused_S8(t *testing.T) {
 	}
 	for _, row := range rows {
 		t.Run(row.name, func(t *testing.T) {
-			r := d.wantRejected(t, row.req, http.StatusUnauthorized, "bearer")
-			if !strings.HasPrefix(r.header.Get("WWW-Authenticate"), "Bearer") {
-				t.Errorf("WWW-Authenticate %q", r.header.Get("WWW-Authenticate"))
+			r := d.WantRejected(t, row.req, http.StatusUnauthorized, "bearer")
+			if !strings.HasPrefix(r.Header.Get("WWW-Authenticate"), "Bearer") {
+				t.Errorf("WWW-Authenticate %q", r.Header.Get("WWW-Authenticate"))
 			}
-			if strings.Contains(r.body, tok) {
+			if strings.Contains(r.Body, tok) {
 				t.Error("the error page shows the token")
 			}
 		})
@@ -162,23 +165,23 @@ func TestAPILocalOnly_S8(t *testing.T) {
 		name string
 		req  string
 	}{
-		{"S8 X-Forwarded-For", d.localReq("GET", "/fleet/v1/consoles", "", d.bearer(), "X-Forwarded-For: "+aliceIP)},
+		{"S8 X-Forwarded-For", d.localReq("GET", "/fleet/v1/consoles", "", d.bearer(), "X-Forwarded-For: "+doortest.AliceIP)},
 		{"S8 X-Forwarded-For loopback", d.localReq("GET", "/fleet/v1/consoles", "", d.bearer(), "X-Forwarded-For: 127.0.0.1")},
 		{"S8 X-Forwarded-Proto", d.localReq("GET", "/fleet/v1/consoles", "", d.bearer(), "X-Forwarded-Proto: https")},
-		{"S8 Tailscale-User-Login", d.localReq("GET", "/fleet/v1/consoles", "", d.bearer(), "Tailscale-User-Login: "+alice)},
-		{"S8 tailscale_user_login spelled", d.localReq("GET", "/fleet/v1/consoles", "", d.bearer(), "tailscale_user_login: "+alice)},
+		{"S8 Tailscale-User-Login", d.localReq("GET", "/fleet/v1/consoles", "", d.bearer(), "Tailscale-User-Login: "+doortest.Alice)},
+		{"S8 tailscale_user_login spelled", d.localReq("GET", "/fleet/v1/consoles", "", d.bearer(), "tailscale_user_login: "+doortest.Alice)},
 		{"S8 Tailscale-User-Name", d.localReq("GET", "/fleet/v1/consoles", "", d.bearer(), "Tailscale-User-Name: Alice")},
 		{"S8 Tailscale-Funnel-Request", d.localReq("GET", "/fleet/v1/consoles", "", d.bearer(), "Tailscale-Funnel-Request: ?1")},
-		{"S8 as Serve sends it, GET", serveReq("GET", "/fleet/v1/consoles", d.bearer())},
-		{"S8 as Serve sends it, POST", serveReq("POST", "/fleet/v1/consoles", d.bearer(), "Content-Type: application/json",
+		{"S8 as Serve sends it, GET", doortest.ServeReq("GET", "/fleet/v1/consoles", d.bearer())},
+		{"S8 as Serve sends it, POST", doortest.ServeReq("POST", "/fleet/v1/consoles", d.bearer(), "Content-Type: application/json",
 			"Content-Length: "+strconv.Itoa(len(body))) + body},
-		{"S8 as Serve sends it, DELETE", serveReq("DELETE", "/fleet/v1/consoles/alpha", d.bearer())},
-		{"S8 as Serve sends it, no bearer", serveReq("GET", "/fleet/v1/consoles")},
+		{"S8 as Serve sends it, DELETE", doortest.ServeReq("DELETE", "/fleet/v1/consoles/alpha", d.bearer())},
+		{"S8 as Serve sends it, no bearer", doortest.ServeReq("GET", "/fleet/v1/consoles")},
 	}
 	for _, row := range rows {
 		t.Run(row.name, func(t *testing.T) {
-			r := d.wantRejected(t, row.req, http.StatusForbidden, "local-only")
-			if strings.Contains(r.body, d.token) {
+			r := d.WantRejected(t, row.req, http.StatusForbidden, "local-only")
+			if strings.Contains(r.Body, d.Token) {
 				t.Error("the error page shows the token")
 			}
 		})
@@ -223,20 +226,20 @@ func TestAPIRegistrationValidated_S8(t *testing.T) {
 	}
 	for _, row := range rows {
 		t.Run(row.name, func(t *testing.T) {
-			d.wantRejected(t, d.localReq("POST", "/fleet/v1/consoles", row.body, d.bearer()), http.StatusBadRequest, "bad-registration")
+			d.WantRejected(t, d.localReq("POST", "/fleet/v1/consoles", row.body, d.bearer()), http.StatusBadRequest, "bad-registration")
 		})
 	}
 	if got := len(d.srv.registry.List()); got != 1 {
 		t.Errorf("%d consoles registered after only refusals, want alpha alone", got)
 	}
 	t.Run("S8 addr [::1]:9001 is fine", func(t *testing.T) {
-		if r := register(d, "ipv6", "[::1]:9001"); r.status != http.StatusCreated {
-			t.Fatalf("got %d %q %q", r.status, r.reason, r.body)
+		if r := register(d, "ipv6", "[::1]:9001"); r.Status != http.StatusCreated {
+			t.Fatalf("got %d %q %q", r.Status, r.Reason, r.Body)
 		}
 	})
 	t.Run("S8 id of 63 chars is fine", func(t *testing.T) {
-		if r := register(d, "a"+strings.Repeat("-", 62), "127.0.0.1:9001"); r.status != http.StatusCreated {
-			t.Fatalf("got %d %q %q", r.status, r.reason, r.body)
+		if r := register(d, "a"+strings.Repeat("-", 62), "127.0.0.1:9001"); r.Status != http.StatusCreated {
+			t.Fatalf("got %d %q %q", r.Status, r.Reason, r.Body)
 		}
 	})
 }
@@ -245,26 +248,26 @@ func TestAPIRegistrationValidated_S8(t *testing.T) {
 // supervisor restarts on the same state folder.
 func TestRegistrySurvivesRestart_S8(t *testing.T) {
 	d1 := startDoor(t)
-	beta := newEchoConsole(t)
-	if r := register(d1, "beta", beta.addr()); r.status != http.StatusCreated {
-		t.Fatalf("register: %d %q", r.status, r.reason)
+	beta := echoconsole.New(t)
+	if r := register(d1, "beta", beta.Addr()); r.Status != http.StatusCreated {
+		t.Fatalf("register: %d %q", r.Status, r.Reason)
 	}
 	if err := d1.srv.Close(); err != nil {
 		t.Fatal(err)
 	}
 	d2 := startDoorAt(t, d1.home, d1.tailnet)
-	if d2.token != d1.token {
+	if d2.Token != d1.Token {
 		t.Error("the restart changed the fleet token")
 	}
-	if c, ok := listConsoles(t, d2)["beta"]; !ok || c.Addr != beta.addr() {
+	if c, ok := listConsoles(t, d2)["beta"]; !ok || c.Addr != beta.Addr() {
 		t.Fatalf("after the restart beta is %+v, %v", c, ok)
 	}
-	before := beta.count()
-	r := d2.raw(serveReq("GET", "/c/beta/after-restart"))
-	if r.status != http.StatusOK || beta.count() != before+1 {
-		t.Fatalf("after the restart /c/beta/: %d %q, console saw %d", r.status, r.reason, beta.count()-before)
+	before := beta.Count()
+	r := d2.Raw(doortest.ServeReq("GET", "/c/beta/after-restart"))
+	if r.Status != http.StatusOK || beta.Count() != before+1 {
+		t.Fatalf("after the restart /c/beta/: %d %q, console saw %d", r.Status, r.Reason, beta.Count()-before)
 	}
-	if s, _ := beta.last(); s.Path != "/after-restart" || s.Header.Get("X-Phase-Console-Fleet-Login") != alice {
+	if s, _ := beta.Last(); s.Path != "/after-restart" || s.Header.Get("X-Phase-Console-Fleet-Login") != doortest.Alice {
 		t.Errorf("beta saw %q as %q", s.Path, s.Header.Get("X-Phase-Console-Fleet-Login"))
 	}
 }
@@ -274,23 +277,23 @@ func TestRegistrySurvivesRestart_S8(t *testing.T) {
 func TestConsoleDown_S8(t *testing.T) {
 	d := startDoor(t)
 	beta := d.addConsole(t, "beta")
-	if r := d.raw(serveReq("GET", "/c/beta/x")); r.status != http.StatusOK {
-		t.Fatalf("beta before it stops: %d %q", r.status, r.reason)
+	if r := d.Raw(doortest.ServeReq("GET", "/c/beta/x")); r.Status != http.StatusOK {
+		t.Fatalf("beta before it stops: %d %q", r.Status, r.Reason)
 	}
 	beta.Close()
 
-	r := d.raw(serveReq("GET", "/c/beta/x"))
-	if r.status != http.StatusBadGateway || r.reason != "console-down" {
-		t.Errorf("stopped console: %d %q, want 502 console-down", r.status, r.reason)
+	r := d.Raw(doortest.ServeReq("GET", "/c/beta/x"))
+	if r.Status != http.StatusBadGateway || r.Reason != "console-down" {
+		t.Errorf("stopped console: %d %q, want 502 console-down", r.Status, r.Reason)
 	}
-	if len(r.body) > 1024 || !strings.Contains(r.body, "beta") {
-		t.Errorf("the 502 page should be short and name the console: %q", r.body)
+	if len(r.Body) > 1024 || !strings.Contains(r.Body, "beta") {
+		t.Errorf("the 502 page should be short and name the console: %q", r.Body)
 	}
-	if strings.Contains(r.body, d.token) || strings.Contains(r.body, beta.addr()) {
-		t.Errorf("the 502 page shows the token or the loopback address: %q", r.body)
+	if strings.Contains(r.Body, d.Token) || strings.Contains(r.Body, beta.Addr()) {
+		t.Errorf("the 502 page shows the token or the loopback address: %q", r.Body)
 	}
-	before := d.alpha.count()
-	d.wantForwarded(t, d.raw(serveReq("GET", "/c/alpha/still-up")), before, alice, "/still-up")
+	before := d.Alpha.Count()
+	d.WantForwarded(t, d.Raw(doortest.ServeReq("GET", "/c/alpha/still-up")), before, doortest.Alice, "/still-up")
 	if c := listConsoles(t, d); c["beta"].Up || !c["alpha"].Up {
 		t.Errorf("after the failed forward: beta up=%v, alpha up=%v", c["beta"].Up, c["alpha"].Up)
 	}
@@ -313,7 +316,7 @@ func TestProbeShowsDown_S8(t *testing.T) {
 	if !c["alpha"].Up {
 		t.Error(`after the probe alpha shows "up": false`)
 	}
-	if !strings.Contains(d.raw(d.localReq("GET", "/fleet/v1/consoles", "", d.bearer())).body, `"up": false`) {
+	if !strings.Contains(d.Raw(d.localReq("GET", "/fleet/v1/consoles", "", d.bearer())).Body, `"up": false`) {
 		t.Error(`the listing does not say "up": false`)
 	}
 }
@@ -336,8 +339,8 @@ func TestAPIRefusalsAreJSONForJSONClients_S8_S11(t *testing.T) {
 	}
 	for _, row := range rows {
 		t.Run(row.name, func(t *testing.T) {
-			r := d.wantRejected(t, row.req, row.status, row.reason)
-			ct := r.header.Get("Content-Type")
+			r := d.WantRejected(t, row.req, row.status, row.reason)
+			ct := r.Header.Get("Content-Type")
 			if !row.json {
 				if !strings.HasPrefix(ct, "text/html") {
 					t.Fatalf("Content-Type %q, want the HTML page", ct)
@@ -345,24 +348,24 @@ func TestAPIRefusalsAreJSONForJSONClients_S8_S11(t *testing.T) {
 				return
 			}
 			if ct != "application/json" {
-				t.Fatalf("Content-Type %q, want application/json (body %q)", ct, r.body)
+				t.Fatalf("Content-Type %q, want application/json (body %q)", ct, r.Body)
 			}
 			var e APIError
-			if err := json.Unmarshal([]byte(r.body), &e); err != nil || e.Error != row.reason || e.Detail == "" {
-				t.Fatalf("body %q: %+v, %v; want error %q and a detail", r.body, e, err, row.reason)
+			if err := json.Unmarshal([]byte(r.Body), &e); err != nil || e.Error != row.reason || e.Detail == "" {
+				t.Fatalf("body %q: %+v, %v; want error %q and a detail", r.Body, e, err, row.reason)
 			}
-			if strings.Contains(r.body, "&#34;") || strings.Contains(r.body, "<") {
-				t.Errorf("body %q holds HTML", r.body)
+			if strings.Contains(r.Body, "&#34;") || strings.Contains(r.Body, "<") {
+				t.Errorf("body %q holds HTML", r.Body)
 			}
-			if strings.Contains(r.body, d.token) {
+			if strings.Contains(r.Body, d.Token) {
 				t.Error("the body shows the fleet token")
 			}
 		})
 	}
 	t.Run("S8 the detail names the refused addr verbatim", func(t *testing.T) {
-		r := d.raw(d.localReq("POST", "/fleet/v1/consoles", `{"id":"x1","addr":"10.0.0.5:9001"}`, d.bearer()))
+		r := d.Raw(d.localReq("POST", "/fleet/v1/consoles", `{"id":"x1","addr":"10.0.0.5:9001"}`, d.bearer()))
 		var e APIError
-		json.Unmarshal([]byte(r.body), &e)
+		json.Unmarshal([]byte(r.Body), &e)
 		if !strings.Contains(e.Detail, `"10.0.0.5:9001"`) {
 			t.Errorf("detail %q does not quote the addr", e.Detail)
 		}

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/phase-console/fleet/internal/doortest"
 	"github.com/phase-console/fleet/proxy"
 )
 
@@ -22,10 +23,10 @@ import (
 func BenchmarkVerifiedForward(b *testing.B) {
 	d := startDoor(b)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4, DisableCompression: true}}
-	req, _ := http.NewRequest("GET", "http://"+d.addr+"/c/alpha/bench?x=1", nil)
-	req.Host = tsName
-	req.Header.Set("X-Forwarded-For", aliceIP)
-	req.Header.Set("Tailscale-User-Login", alice)
+	req, _ := http.NewRequest("GET", "http://"+d.Addr+"/c/alpha/bench?x=1", nil)
+	req.Host = doortest.TSName
+	req.Header.Set("X-Forwarded-For", doortest.AliceIP)
+	req.Header.Set("Tailscale-User-Login", doortest.Alice)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -45,8 +46,8 @@ func BenchmarkVerifiedForward(b *testing.B) {
 func BenchmarkJudge(b *testing.B) {
 	r, _ := http.NewRequest("GET", "/c/alpha/some/page?x=1", nil)
 	r.RequestURI = "/c/alpha/some/page?x=1"
-	r.Header.Set("X-Forwarded-For", aliceIP)
-	r.Header.Set("Tailscale-User-Login", alice)
+	r.Header.Set("X-Forwarded-For", doortest.AliceIP)
+	r.Header.Set("Tailscale-User-Login", doortest.Alice)
 	r.Header.Set("Accept", "text/html")
 	r.Header.Set("Cookie", "a=b")
 	b.ReportAllocs()
@@ -114,10 +115,10 @@ func BenchmarkVerifiedForwardParallel(b *testing.B) {
 			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true, DisableKeepAlives: w.newConn}}
 			b.Cleanup(client.CloseIdleConnections)
 			get := func() bool {
-				req, _ := http.NewRequest("GET", "http://"+d.addr+"/c/bench/x", nil)
-				req.Host = tsName
-				req.Header.Set("X-Forwarded-For", aliceIP)
-				req.Header.Set("Tailscale-User-Login", alice)
+				req, _ := http.NewRequest("GET", "http://"+d.Addr+"/c/bench/x", nil)
+				req.Host = doortest.TSName
+				req.Header.Set("X-Forwarded-For", doortest.AliceIP)
+				req.Header.Set("Tailscale-User-Login", doortest.Alice)
 				resp, err := client.Do(req)
 				if err != nil {
 					b.Error(err)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/phase-console/fleet/internal/doortest"
 	"github.com/phase-console/fleet/internal/rawhttp"
 )
 
@@ -17,8 +18,8 @@ import (
 func TestBrokenBodyIsNotConsoleDown_S9(t *testing.T) {
 	d := startDoor(t)
 	for _, body := range []string{"zz\r\nabc\r\n0\r\n\r\n", "10000000000000003\r\nabc\r\n0\r\n\r\n", "3\r\nabcXX"} {
-		conn := d.dial(t)
-		io.WriteString(conn, rawhttp.CRLF(serveReq("POST", "/c/alpha/upload", "Transfer-Encoding: chunked"))+body)
+		conn := d.Dial()
+		io.WriteString(conn, rawhttp.CRLF(doortest.ServeReq("POST", "/c/alpha/upload", "Transfer-Encoding: chunked"))+body)
 		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 		conn.Close()
 		if err != nil {
@@ -33,7 +34,7 @@ func TestBrokenBodyIsNotConsoleDown_S9(t *testing.T) {
 			t.Errorf("console alpha is shown %s after callers' broken bodies", c.Health)
 		}
 	}
-	if strings.Contains(d.logs.String(), "fleet.console-down") {
+	if strings.Contains(d.Logs.String(), "fleet.console-down") {
 		t.Error("a caller's broken body was logged as the console being down")
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/phase-console/fleet/internal/doortest"
 	"github.com/phase-console/fleet/internal/echoconsole"
 )
 
@@ -95,7 +96,7 @@ func TestConsoleKilledMidStream(t *testing.T) {
 			d.srv.registry.probes.Wait()
 
 			// Another caller's stream, open before the crash: tick 0 is in.
-			gconn, _, gresp := d.open(serveReq("GET", "/c/gate/sse"))
+			gconn, _, gresp := d.Open(doortest.ServeReq("GET", "/c/gate/sse"))
 			defer gconn.Close()
 			if gresp.StatusCode != http.StatusOK {
 				t.Fatalf("gate stream: %d", gresp.StatusCode)
@@ -103,7 +104,7 @@ func TestConsoleKilledMidStream(t *testing.T) {
 			gbody := bufio.NewReader(gresp.Body)
 			wantLine(t, gbody, "data: tick 0")
 
-			conn, _, resp := d.open(serveReq("GET", "/c/dying/events", "Accept: text/event-stream"))
+			conn, _, resp := d.Open(doortest.ServeReq("GET", "/c/dying/events", "Accept: text/event-stream"))
 			defer conn.Close()
 			if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
 				t.Fatalf("stream: %d %q", resp.StatusCode, resp.Header.Get("Content-Type"))
@@ -113,32 +114,32 @@ func TestConsoleKilledMidStream(t *testing.T) {
 			wantLine(t, body, "")
 			wantLine(t, body, "data: two")
 			wantLine(t, body, "")
-			waitFor(t, dying.sent, "the console to send its two events")
-			hopErrors := len(d.logs.Events("fleet.hop-error"))
+			doortest.WaitFor(t, dying.sent, "the console to send its two events")
+			hopErrors := len(d.Logs.Events("fleet.hop-error"))
 			close(dying.die)
 
 			rest, err := io.ReadAll(body)
 			if len(rest) != 0 || !errors.Is(err, io.ErrUnexpectedEOF) {
 				t.Fatalf("after the crash the caller read %q, %v; want its stream cut (unexpected EOF)", rest, err)
 			}
-			if n := len(d.logs.Events("fleet.hop-error")) - hopErrors; n != 1 {
+			if n := len(d.Logs.Events("fleet.hop-error")) - hopErrors; n != 1 {
 				t.Errorf("%d fleet.hop-error lines for the broken stream, want 1", n)
 			}
 
 			// At once after: another console answers.
-			before := d.alpha.count()
-			r := d.raw(serveReq("GET", "/c/alpha/after"))
-			d.wantForwarded(t, r, before, alice, "/after")
-			if r.body != "echo /after" {
-				t.Errorf("alpha answered %q", r.body)
+			before := d.Alpha.Count()
+			r := d.Raw(doortest.ServeReq("GET", "/c/alpha/after"))
+			d.WantForwarded(t, r, before, doortest.Alice, "/after")
+			if r.Body != "echo /after" {
+				t.Errorf("alpha answered %q", r.Body)
 			}
 			// The stream to the other console goes on to its end.
 			close(gate.Release)
 			wantLine(t, gbody, "")
 			wantLine(t, gbody, "data: tick 1")
 			// The dead console's route says so.
-			if r := d.raw(serveReq("GET", "/c/dying/events")); r.status != http.StatusBadGateway || r.reason != "console-down" {
-				t.Errorf("the dead console's route: %d %q, want 502 console-down", r.status, r.reason)
+			if r := d.Raw(doortest.ServeReq("GET", "/c/dying/events")); r.Status != http.StatusBadGateway || r.Reason != "console-down" {
+				t.Errorf("the dead console's route: %d %q, want 502 console-down", r.Status, r.Reason)
 			}
 		})
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/phase-console/fleet/console"
 	"github.com/phase-console/fleet/console/refconsole"
+	"github.com/phase-console/fleet/internal/doortest"
 	"github.com/phase-console/fleet/internal/state"
 )
 
@@ -30,16 +31,16 @@ func TestSupervisorAndReferenceConsole_S6_C4(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	regDone := make(chan struct{})
 	reg := &refconsole.Registrar{ID: "ref", Name: "Reference", Addr: addr,
-		FleetDir: state.FleetDir(d.home), Supervisor: d.addr, Token: v.Bearer, Logger: slog.New(slog.DiscardHandler)}
+		FleetDir: state.FleetDir(d.home), Supervisor: d.Addr, Token: v.Bearer, Logger: slog.New(slog.DiscardHandler)}
 	go func() { reg.Run(ctx); close(regDone) }()
 	pollUntil(t, "the console to register", func() bool { _, ok := d.srv.registry.Get("ref"); return ok })
 
 	get := func(path string) *http.Response {
 		t.Helper()
-		req, _ := http.NewRequest("GET", "http://"+d.addr+path, nil)
-		req.Host = tsName
-		req.Header.Set("X-Forwarded-For", aliceIP)
-		req.Header.Set("Tailscale-User-Login", alice)
+		req, _ := http.NewRequest("GET", "http://"+d.Addr+path, nil)
+		req.Host = doortest.TSName
+		req.Header.Set("X-Forwarded-For", doortest.AliceIP)
+		req.Header.Set("Tailscale-User-Login", doortest.Alice)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -52,7 +53,7 @@ func TestSupervisorAndReferenceConsole_S6_C4(t *testing.T) {
 	var who struct{ Scope, Login string }
 	json.NewDecoder(resp.Body).Decode(&who)
 	resp.Body.Close()
-	if resp.StatusCode != 200 || who.Scope != "remote" || who.Login != alice {
+	if resp.StatusCode != 200 || who.Scope != "remote" || who.Login != doortest.Alice {
 		t.Fatalf("whoami through the hop: %d %+v", resp.StatusCode, who)
 	}
 
@@ -78,9 +79,9 @@ func TestSupervisorAndReferenceConsole_S6_C4(t *testing.T) {
 	wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer wcancel()
 	h := http.Header{}
-	h.Set("X-Forwarded-For", aliceIP)
-	h.Set("Tailscale-User-Login", alice)
-	conn, _, err := websocket.Dial(wctx, "ws://"+d.addr+"/c/ref/ws", &websocket.DialOptions{HTTPHeader: h})
+	h.Set("X-Forwarded-For", doortest.AliceIP)
+	h.Set("Tailscale-User-Login", doortest.Alice)
+	conn, _, err := websocket.Dial(wctx, "ws://"+d.Addr+"/c/ref/ws", &websocket.DialOptions{HTTPHeader: h})
 	if err != nil {
 		t.Fatalf("WebSocket through the hop: %v", err)
 	}
@@ -94,9 +95,9 @@ func TestSupervisorAndReferenceConsole_S6_C4(t *testing.T) {
 
 	// C5: presence is shut to a remote caller; S7: hooks never pass the door.
 	for path, want := range map[string]int{"/c/ref/presence": 403, "/c/ref/hooks/permission-request": 403} {
-		req, _ := http.NewRequest("POST", "http://"+d.addr+path, nil)
-		req.Host = tsName
-		req.Header.Set("X-Forwarded-For", aliceIP)
+		req, _ := http.NewRequest("POST", "http://"+d.Addr+path, nil)
+		req.Host = doortest.TSName
+		req.Header.Set("X-Forwarded-For", doortest.AliceIP)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -139,9 +140,9 @@ func TestTokenRotationFailsNoRequest_C1(t *testing.T) {
 		t.Fatal(err)
 	}
 	whoami := func() int {
-		req, _ := http.NewRequest("GET", "http://"+d.addr+"/c/ref/whoami", nil)
-		req.Host = tsName
-		req.Header.Set("X-Forwarded-For", aliceIP)
+		req, _ := http.NewRequest("GET", "http://"+d.Addr+"/c/ref/whoami", nil)
+		req.Host = doortest.TSName
+		req.Header.Set("X-Forwarded-For", doortest.AliceIP)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)

@@ -15,8 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/phase-console/fleet/internal/doortest"
 	"github.com/phase-console/fleet/internal/rawhttp"
 	"github.com/phase-console/fleet/internal/state"
+	"github.com/phase-console/fleet/internal/testlog"
 )
 
 // eventWriter is a log sink that closes seen when a line with event is written.
@@ -24,7 +26,7 @@ type eventWriter struct {
 	event string
 	seen  chan struct{}
 	once  sync.Once
-	logs  syncBuffer
+	logs  testlog.Buffer
 }
 
 func (w *eventWriter) Write(p []byte) (int, error) {
@@ -39,13 +41,13 @@ func newServer(t *testing.T, home string, logs *eventWriter) (*Server, error) {
 	t.Helper()
 	cfg := Config{
 		StateHome:     home,
-		LocalAPI:      serveFakeLocalAPI(t, newFakeTailnet()),
+		LocalAPI:      doortest.ServeLocalAPI(t, doortest.NewFakeTailscaled()),
 		TailscaledUID: os.Getuid(),
 	}
 	if logs != nil {
 		cfg.Logger = slog.New(slog.NewJSONHandler(logs, nil))
 	} else {
-		cfg.Logger = slog.New(slog.NewJSONHandler(&syncBuffer{}, nil))
+		cfg.Logger = slog.New(slog.NewJSONHandler(&testlog.Buffer{}, nil))
 	}
 	return New(cfg)
 }
@@ -87,7 +89,7 @@ func TestListenLoopbackOnly_S1(t *testing.T) {
 		}
 		req, _ := http.NewRequest("GET", "http://"+want+"/fleet/v1/consoles", nil)
 		req.Header.Set("Authorization", "Bearer "+tok)
-		resp, err := (&http.Client{Timeout: waitLimit}).Do(req)
+		resp, err := (&http.Client{Timeout: doortest.WaitLimit}).Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -121,7 +123,7 @@ func TestListenLoopbackOnly_S1(t *testing.T) {
 		if !errors.Is(err, http.ErrServerClosed) {
 			t.Errorf("Serve after Close: %v", err)
 		}
-	case <-time.After(waitLimit):
+	case <-time.After(doortest.WaitLimit):
 		t.Fatal("Serve did not return after Close")
 	}
 	if c, err := net.DialTimeout("tcp", want, time.Second); err == nil {
@@ -179,7 +181,7 @@ func TestServeAfterCloseReturns_S1(t *testing.T) {
 		if !errors.Is(err, http.ErrServerClosed) {
 			t.Errorf("Serve after Close: %v, want http.ErrServerClosed", err)
 		}
-	case <-time.After(waitLimit):
+	case <-time.After(doortest.WaitLimit):
 		t.Fatal("Serve after Close is still serving")
 	}
 }
@@ -316,16 +318,16 @@ func TestRegistryWritesLeaveNoTempFiles_F2(t *testing.T) {
 	d := startDoor(t)
 	for i := 0; i < 5; i++ {
 		id := "c" + strconv.Itoa(i)
-		if r := register(d, id, "127.0.0.1:"+strconv.Itoa(9000+i)); r.status != http.StatusCreated {
-			t.Fatalf("register %s: %d %q", id, r.status, r.reason)
+		if r := register(d, id, "127.0.0.1:"+strconv.Itoa(9000+i)); r.Status != http.StatusCreated {
+			t.Fatalf("register %s: %d %q", id, r.Status, r.Reason)
 		}
-		if r := register(d, id, "127.0.0.1:"+strconv.Itoa(9100+i)); r.status != http.StatusOK {
-			t.Fatalf("refresh %s: %d %q", id, r.status, r.reason)
+		if r := register(d, id, "127.0.0.1:"+strconv.Itoa(9100+i)); r.Status != http.StatusOK {
+			t.Fatalf("refresh %s: %d %q", id, r.Status, r.Reason)
 		}
 	}
 	for _, id := range []string{"c1", "c3"} {
-		if r := d.raw(d.localReq("DELETE", "/fleet/v1/consoles/"+id, "", d.bearer())); r.status != http.StatusNoContent {
-			t.Fatalf("delete %s: %d %q", id, r.status, r.reason)
+		if r := d.Raw(d.localReq("DELETE", "/fleet/v1/consoles/"+id, "", d.bearer())); r.Status != http.StatusNoContent {
+			t.Fatalf("delete %s: %d %q", id, r.Status, r.Reason)
 		}
 	}
 	dir := state.FleetDir(d.home)
@@ -369,15 +371,15 @@ func TestRegistryWriteFailureChangesNothing_F2(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(path, "keep"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	r := d.wantRejected(t, d.localReq("POST", "/fleet/v1/consoles", `{"id":"beta","addr":"127.0.0.1:9001"}`, d.bearer()),
+	r := d.WantRejected(t, d.localReq("POST", "/fleet/v1/consoles", `{"id":"beta","addr":"127.0.0.1:9001"}`, d.bearer()),
 		http.StatusInternalServerError, "registry")
-	if strings.Contains(r.body, dir) {
-		t.Errorf("the page shows the state folder: %q", r.body)
+	if strings.Contains(r.Body, dir) {
+		t.Errorf("the page shows the state folder: %q", r.Body)
 	}
 	if _, ok := d.srv.registry.Get("beta"); ok {
 		t.Error("the failed registration is in the registry")
 	}
-	d.wantRejected(t, d.localReq("DELETE", "/fleet/v1/consoles/alpha", "", d.bearer()), http.StatusInternalServerError, "registry")
+	d.WantRejected(t, d.localReq("DELETE", "/fleet/v1/consoles/alpha", "", d.bearer()), http.StatusInternalServerError, "registry")
 	if _, ok := d.srv.registry.Get("alpha"); !ok {
 		t.Error("the failed removal removed alpha")
 	}

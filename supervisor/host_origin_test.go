@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/phase-console/fleet/internal/doortest"
 )
 
 // TestHostRefused_S10: a foreign Host is 421 host before the supervisor's own pages judge
@@ -18,14 +20,14 @@ func TestHostRefused_S10(t *testing.T) {
 		name string
 		req  string
 	}{
-		{"S10 on the index", serveReqHost("GET", "/", "evil.example")},
+		{"S10 on the index", doortest.ServeReqHost("GET", "/", "evil.example")},
 		{"S10 on the API with the bearer", "GET /fleet/v1/consoles HTTP/1.1\nHost: evil.example\n" + d.bearer() + "\n\n"},
-		{"S10 on the API, rebinding to the door's port", "POST /fleet/v1/consoles HTTP/1.1\nHost: evil.example:" + strings.Split(d.addr, ":")[1] +
+		{"S10 on the API, rebinding to the door's port", "POST /fleet/v1/consoles HTTP/1.1\nHost: evil.example:" + strings.Split(d.Addr, ":")[1] +
 			"\n" + d.bearer() + "\nContent-Length: 2\n\n{}"},
 	}
 	for _, row := range rows {
 		t.Run(row.name, func(t *testing.T) {
-			d.wantRejected(t, row.req, http.StatusMisdirectedRequest, "host")
+			d.WantRejected(t, row.req, http.StatusMisdirectedRequest, "host")
 		})
 	}
 }
@@ -34,14 +36,14 @@ func TestHostRefused_S10(t *testing.T) {
 // consoles can register while tailscaled is down; the tailnet name cannot be, and is refused.
 func TestLoopbackHostNeedsNoLocalAPI_S10(t *testing.T) {
 	d := startDoor(t)
-	d.tailnet.set(func(f *fakeTailnet) { f.down = true })
-	if r := register(d, "beta", "127.0.0.1:9001"); r.status != http.StatusCreated {
-		t.Fatalf("register with tailscaled down: %d %q %q", r.status, r.reason, r.body)
+	d.tailnet.Set(func(f *doortest.FakeTailscaled) { f.Down = true })
+	if r := register(d, "beta", "127.0.0.1:9001"); r.Status != http.StatusCreated {
+		t.Fatalf("register with tailscaled down: %d %q %q", r.Status, r.Reason, r.Body)
 	}
-	before := d.alpha.count()
-	r := d.raw(serveReq("GET", "/c/alpha/x"))
-	if r.status < 400 || d.alpha.count() != before {
-		t.Fatalf("tailnet Host with tailscaled down: %d %q, console saw %d", r.status, r.reason, d.alpha.count()-before)
+	before := d.Alpha.Count()
+	r := d.Raw(doortest.ServeReq("GET", "/c/alpha/x"))
+	if r.Status < 400 || d.Alpha.Count() != before {
+		t.Fatalf("tailnet Host with tailscaled down: %d %q, console saw %d", r.Status, r.Reason, d.Alpha.Count()-before)
 	}
 }
 
@@ -55,25 +57,25 @@ func TestCrossOriginRefused_S12(t *testing.T) {
 		name string
 		req  string
 	}{
-		{"S12 https://evil.example", serveReq("GET", "/c/alpha/x", "Origin: https://evil.example")},
-		{"S12 Origin null", serveReq("GET", "/c/alpha/x", "Origin: null")},
-		{"S12 empty Origin", serveReq("GET", "/c/alpha/x", "Origin:")},
-		{"S12 http scheme when Serve says https", serveReq("GET", "/c/alpha/x", "Origin: http://"+tsName)},
-		{"S12 other port", serveReq("GET", "/c/alpha/x", "Origin: https://"+tsName+":8443")},
-		{"S12 name as a prefix", serveReq("GET", "/c/alpha/x", "Origin: https://"+tsName+".evil.example")},
-		{"S12 subdomain", serveReq("GET", "/c/alpha/x", "Origin: https://evil."+tsName)},
-		{"S12 with a path", serveReq("GET", "/c/alpha/x", "Origin: https://"+tsName+"/evil")},
-		{"S12 with userinfo", serveReq("GET", "/c/alpha/x", "Origin: https://evil@"+tsName)},
-		{"S12 a loopback origin", serveReq("GET", "/c/alpha/x", "Origin: http://localhost:3000")},
-		{"S12 two Origin lines", serveReq("GET", "/c/alpha/x", "Origin: https://"+tsName, "Origin: https://evil.example")},
-		{"S12 POST", serveReq("POST", "/c/alpha/x", "Origin: https://evil.example", "Content-Type: text/plain", "Content-Length: 2") + "hi"},
-		{"S12 PUT", serveReq("PUT", "/c/alpha/x", "Origin: https://evil.example", "Content-Length: 0")},
-		{"S12 DELETE", serveReq("DELETE", "/c/alpha/x", "Origin: https://evil.example")},
-		{"S12 PATCH", serveReq("PATCH", "/c/alpha/x", "Origin: https://evil.example", "Content-Length: 0")},
-		{"S12 OPTIONS", serveReq("OPTIONS", "/c/alpha/x", "Origin: https://evil.example", "Access-Control-Request-Method: POST")},
-		{"S12 WebSocket upgrade", serveReq("GET", "/c/alpha/ws", append(ws, "Origin: https://evil.example")...)},
-		{"S12 WebSocket upgrade Origin null", serveReq("GET", "/c/alpha/ws", append(ws, "Origin: null")...)},
-		{"S12 on the index", serveReq("GET", "/", "Origin: https://evil.example")},
+		{"S12 https://evil.example", doortest.ServeReq("GET", "/c/alpha/x", "Origin: https://evil.example")},
+		{"S12 Origin null", doortest.ServeReq("GET", "/c/alpha/x", "Origin: null")},
+		{"S12 empty Origin", doortest.ServeReq("GET", "/c/alpha/x", "Origin:")},
+		{"S12 http scheme when Serve says https", doortest.ServeReq("GET", "/c/alpha/x", "Origin: http://"+doortest.TSName)},
+		{"S12 other port", doortest.ServeReq("GET", "/c/alpha/x", "Origin: https://"+doortest.TSName+":8443")},
+		{"S12 name as a prefix", doortest.ServeReq("GET", "/c/alpha/x", "Origin: https://"+doortest.TSName+".evil.example")},
+		{"S12 subdomain", doortest.ServeReq("GET", "/c/alpha/x", "Origin: https://evil."+doortest.TSName)},
+		{"S12 with a path", doortest.ServeReq("GET", "/c/alpha/x", "Origin: https://"+doortest.TSName+"/evil")},
+		{"S12 with userinfo", doortest.ServeReq("GET", "/c/alpha/x", "Origin: https://evil@"+doortest.TSName)},
+		{"S12 a loopback origin", doortest.ServeReq("GET", "/c/alpha/x", "Origin: http://localhost:3000")},
+		{"S12 two Origin lines", doortest.ServeReq("GET", "/c/alpha/x", "Origin: https://"+doortest.TSName, "Origin: https://evil.example")},
+		{"S12 POST", doortest.ServeReq("POST", "/c/alpha/x", "Origin: https://evil.example", "Content-Type: text/plain", "Content-Length: 2") + "hi"},
+		{"S12 PUT", doortest.ServeReq("PUT", "/c/alpha/x", "Origin: https://evil.example", "Content-Length: 0")},
+		{"S12 DELETE", doortest.ServeReq("DELETE", "/c/alpha/x", "Origin: https://evil.example")},
+		{"S12 PATCH", doortest.ServeReq("PATCH", "/c/alpha/x", "Origin: https://evil.example", "Content-Length: 0")},
+		{"S12 OPTIONS", doortest.ServeReq("OPTIONS", "/c/alpha/x", "Origin: https://evil.example", "Access-Control-Request-Method: POST")},
+		{"S12 WebSocket upgrade", doortest.ServeReq("GET", "/c/alpha/ws", append(ws, "Origin: https://evil.example")...)},
+		{"S12 WebSocket upgrade Origin null", doortest.ServeReq("GET", "/c/alpha/ws", append(ws, "Origin: null")...)},
+		{"S12 on the index", doortest.ServeReq("GET", "/", "Origin: https://evil.example")},
 		{"S12 POST to the API with the bearer", d.localReq("POST", "/fleet/v1/consoles", `{"id":"mallory","addr":"127.0.0.1:9009"}`,
 			d.bearer(), "Origin: https://evil.example")},
 		{"S12 DELETE to the API with the bearer, local origin", d.localReq("DELETE", "/fleet/v1/consoles/alpha", "",
@@ -81,7 +83,7 @@ func TestCrossOriginRefused_S12(t *testing.T) {
 	}
 	for _, row := range rows {
 		t.Run(row.name, func(t *testing.T) {
-			d.wantRejected(t, row.req, http.StatusForbidden, "cross-origin")
+			d.WantRejected(t, row.req, http.StatusForbidden, "cross-origin")
 		})
 	}
 	if _, ok := d.srv.registry.Get("mallory"); ok {
@@ -100,34 +102,34 @@ func TestSameOriginForwarded_S12(t *testing.T) {
 		extra []string
 	}{
 		{"S12 no Origin", nil},
-		{"S12 same origin", []string{"Origin: https://" + tsName}},
+		{"S12 same origin", []string{"Origin: https://" + doortest.TSName}},
 		{"S12 same origin, other case", []string{"Origin: HTTPS://SUP.tail1234.ts.net"}},
 	}
 	for _, row := range rows {
 		t.Run(row.name, func(t *testing.T) {
-			before := d.alpha.count()
-			d.wantForwarded(t, d.raw(serveReq("GET", "/c/alpha/x", row.extra...)), before, alice, "/x")
+			before := d.Alpha.Count()
+			d.WantForwarded(t, d.Raw(doortest.ServeReq("GET", "/c/alpha/x", row.extra...)), before, doortest.Alice, "/x")
 		})
 	}
 	t.Run("S12 same-origin POST", func(t *testing.T) {
-		before := d.alpha.count()
-		s := d.wantForwarded(t, d.raw(serveReq("POST", "/c/alpha/x", "Origin: https://"+tsName, "Content-Length: 2")+"hi"), before, alice, "/x")
+		before := d.Alpha.Count()
+		s := d.WantForwarded(t, d.Raw(doortest.ServeReq("POST", "/c/alpha/x", "Origin: https://"+doortest.TSName, "Content-Length: 2")+"hi"), before, doortest.Alice, "/x")
 		if s.Body != "hi" {
 			t.Errorf("body %q", s.Body)
 		}
 	})
 	t.Run("S12 same-origin WebSocket upgrade", func(t *testing.T) {
-		conn, _, resp := d.open(serveReq("GET", "/c/alpha/ws", "Connection: Upgrade", "Upgrade: websocket",
-			"Sec-WebSocket-Version: 13", wsKey, "Origin: https://"+tsName))
+		conn, _, resp := d.Open(doortest.ServeReq("GET", "/c/alpha/ws", "Connection: Upgrade", "Upgrade: websocket",
+			"Sec-WebSocket-Version: 13", wsKey, "Origin: https://"+doortest.TSName))
 		defer conn.Close()
 		if resp.StatusCode != http.StatusSwitchingProtocols {
 			t.Fatalf("got %d %q", resp.StatusCode, resp.Header.Get("X-Fleet-Reason"))
 		}
 	})
 	t.Run("S12 local API from its own origin", func(t *testing.T) {
-		r := d.raw(d.localReq("GET", "/fleet/v1/consoles", "", d.bearer(), "Origin: http://"+d.addr))
-		if r.status != http.StatusOK {
-			t.Fatalf("got %d %q", r.status, r.reason)
+		r := d.Raw(d.localReq("GET", "/fleet/v1/consoles", "", d.bearer(), "Origin: http://"+d.Addr))
+		if r.Status != http.StatusOK {
+			t.Fatalf("got %d %q", r.Status, r.Reason)
 		}
 	})
 }
@@ -138,7 +140,7 @@ func TestSameOriginForwarded_S12(t *testing.T) {
 // page.
 func TestRefusalsLoggedWithoutSecrets_S11(t *testing.T) {
 	d := startDoor(t)
-	tok := d.token
+	tok := d.Token
 	secret := []string{"Authorization: Bearer " + tok, "Cookie: fleet=" + tok}
 	rows := []struct {
 		name   string
@@ -146,15 +148,15 @@ func TestRefusalsLoggedWithoutSecrets_S11(t *testing.T) {
 		status int
 		reason string
 	}{
-		{"S11 hooks", serveReq("GET", "/c/alpha/hooks?token="+tok, secret...), 403, "hooks"},
-		{"S11 bad path", serveReq("GET", "/c/alpha/a%2Fb?token="+tok, secret...), 400, "bad-path"},
-		{"S11 unknown console", serveReq("GET", "/c/nobody/x?token="+tok, secret...), 404, "unknown-console"},
-		{"S11 host", serveReqHost("GET", "/c/alpha/x?token="+tok, "evil.example", secret...), 421, "host"},
-		{"S11 token as an assertion", serveReq("GET", "/c/alpha/x?token="+tok, "X-Phase-Console-Fleet: "+tok), 400, "assertion-sent"},
-		{"S11 cross-origin", serveReq("POST", "/c/alpha/x?token="+tok, append(secret, "Origin: https://evil.example", "Content-Length: 0")...), 403, "cross-origin"},
-		{"S11 bad upgrade", serveReq("GET", "/c/alpha/x?token="+tok, append(secret, "Connection: Upgrade", "Upgrade: h2c")...), 400, "bad-upgrade"},
+		{"S11 hooks", doortest.ServeReq("GET", "/c/alpha/hooks?token="+tok, secret...), 403, "hooks"},
+		{"S11 bad path", doortest.ServeReq("GET", "/c/alpha/a%2Fb?token="+tok, secret...), 400, "bad-path"},
+		{"S11 unknown console", doortest.ServeReq("GET", "/c/nobody/x?token="+tok, secret...), 404, "unknown-console"},
+		{"S11 host", doortest.ServeReqHost("GET", "/c/alpha/x?token="+tok, "evil.example", secret...), 421, "host"},
+		{"S11 token as an assertion", doortest.ServeReq("GET", "/c/alpha/x?token="+tok, "X-Phase-Console-Fleet: "+tok), 400, "assertion-sent"},
+		{"S11 cross-origin", doortest.ServeReq("POST", "/c/alpha/x?token="+tok, append(secret, "Origin: https://evil.example", "Content-Length: 0")...), 403, "cross-origin"},
+		{"S11 bad upgrade", doortest.ServeReq("GET", "/c/alpha/x?token="+tok, append(secret, "Connection: Upgrade", "Upgrade: h2c")...), 400, "bad-upgrade"},
 		{"S11 unverified", "GET /c/alpha/x?token=" + tok + " HTTP/1.1\nHost: 127.0.0.1\n" + strings.Join(secret, "\n") + "\n\n", 401, "unverified"},
-		{"S11 local-only", serveReq("GET", "/fleet/v1/consoles?token="+tok, secret...), 403, "local-only"},
+		{"S11 local-only", doortest.ServeReq("GET", "/fleet/v1/consoles?token="+tok, secret...), 403, "local-only"},
 		{"S11 bearer in the query only", d.localReq("GET", "/fleet/v1/consoles?token="+tok, ""), 401, "bearer"},
 		{"S11 near-miss bearer", d.localReq("GET", "/fleet/v1/consoles?token="+tok, "", "Authorization: Bearer "+tok+"x"), 401, "bearer"},
 		{"S11 bad registration", d.localReq("POST", "/fleet/v1/consoles?token="+tok, `{"id":"x","addr":"10.0.0.1:80"}`, "Authorization: Bearer "+tok), 400, "bad-registration"},
@@ -162,11 +164,11 @@ func TestRefusalsLoggedWithoutSecrets_S11(t *testing.T) {
 	}
 	for _, row := range rows {
 		t.Run(row.name, func(t *testing.T) {
-			r := d.wantRejected(t, row.req, row.status, row.reason)
-			if strings.Contains(r.body, tok) {
-				t.Errorf("the error page shows the token: %q", r.body)
+			r := d.WantRejected(t, row.req, row.status, row.reason)
+			if strings.Contains(r.Body, tok) {
+				t.Errorf("the error page shows the token: %q", r.Body)
 			}
-			for k, vs := range r.header {
+			for k, vs := range r.Header {
 				for _, v := range vs {
 					if strings.Contains(v, tok) {
 						t.Errorf("response header %s shows the token", k)
@@ -178,18 +180,18 @@ func TestRefusalsLoggedWithoutSecrets_S11(t *testing.T) {
 	t.Run("S11 console down", func(t *testing.T) {
 		beta := d.addConsole(t, "beta")
 		beta.Close()
-		r := d.raw(serveReq("GET", "/c/beta/x?token="+tok, secret...))
-		if r.status != http.StatusBadGateway || strings.Contains(r.body, tok) {
-			t.Errorf("got %d %q", r.status, r.body)
+		r := d.Raw(doortest.ServeReq("GET", "/c/beta/x?token="+tok, secret...))
+		if r.Status != http.StatusBadGateway || strings.Contains(r.Body, tok) {
+			t.Errorf("got %d %q", r.Status, r.Body)
 		}
 	})
-	if got := len(d.logs.Events("fleet.rejected")); got != len(rows) {
+	if got := len(d.Logs.Events("fleet.rejected")); got != len(rows) {
 		t.Errorf("%d fleet.rejected lines for %d refusals", got, len(rows))
 	}
-	if strings.Contains(d.logs.String(), tok) {
+	if strings.Contains(d.Logs.String(), tok) {
 		t.Error("the fleet token appears in the log")
 	}
-	for _, l := range d.logs.Events("fleet.rejected") {
+	for _, l := range d.Logs.Events("fleet.rejected") {
 		if p, _ := l["path"].(string); strings.Contains(p, "?") {
 			t.Errorf("a logged path keeps its query: %q", p)
 		}
@@ -208,55 +210,55 @@ func TestOwnPagesRefuseFraming_S12(t *testing.T) {
 	d := startDoor(t)
 	// What a browser sends when evil.example frames https://<machine>.ts.net/.
 	framed := []string{"Sec-Fetch-Site: cross-site", "Sec-Fetch-Dest: iframe", "Sec-Fetch-Mode: navigate"}
-	index := d.raw(serveReq("GET", "/", framed...))
-	if index.status != 200 || !strings.Contains(index.body, "Signed in as <b>"+alice+"</b>") {
-		t.Fatalf("the index: %d %q", index.status, index.body)
+	index := d.Raw(doortest.ServeReq("GET", "/", framed...))
+	if index.Status != 200 || !strings.Contains(index.Body, "Signed in as <b>"+doortest.Alice+"</b>") {
+		t.Fatalf("the index: %d %q", index.Status, index.Body)
 	}
 	wantOwnPageHeaders(t, "the index", index)
 	// Its one inline style, by the hash of its text as the browser hashes it.
-	styles := regexp.MustCompile(`(?s)<style>(.*?)</style>`).FindAllStringSubmatch(index.body, -1)
-	if len(styles) != 1 || strings.Contains(index.body, "<script") || strings.Contains(index.body, " style=") {
-		t.Errorf("the index should have one <style> element and no script nor style attribute: %q", index.body)
+	styles := regexp.MustCompile(`(?s)<style>(.*?)</style>`).FindAllStringSubmatch(index.Body, -1)
+	if len(styles) != 1 || strings.Contains(index.Body, "<script") || strings.Contains(index.Body, " style=") {
+		t.Errorf("the index should have one <style> element and no script nor style attribute: %q", index.Body)
 	} else {
 		sum := sha256.Sum256([]byte(styles[0][1]))
 		want := "style-src 'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "'"
-		if csp := index.header.Get("Content-Security-Policy"); !strings.Contains(csp, want+";") {
+		if csp := index.Header.Get("Content-Security-Policy"); !strings.Contains(csp, want+";") {
 			t.Errorf("the index's Content-Security-Policy %q does not allow its style (%s)", csp, want)
 		}
 	}
 
 	pages := []struct {
 		name string
-		r    response
+		r    doortest.Response
 	}{
-		{"the index as JSON", d.raw(serveReq("GET", "/", append(framed, "Accept: application/json")...))},
-		{"a refusal page", d.raw(serveReq("GET", "/c/nobody/", framed...))},
-		{"the API's JSON", d.raw(d.localReq("GET", "/fleet/v1/consoles", "", d.bearer()))},
-		{"an API refusal", d.raw(d.localReq("GET", "/fleet/v1/consoles", "", "Accept: application/json"))},
+		{"the index as JSON", d.Raw(doortest.ServeReq("GET", "/", append(framed, "Accept: application/json")...))},
+		{"a refusal page", d.Raw(doortest.ServeReq("GET", "/c/nobody/", framed...))},
+		{"the API's JSON", d.Raw(d.localReq("GET", "/fleet/v1/consoles", "", d.bearer()))},
+		{"an API refusal", d.Raw(d.localReq("GET", "/fleet/v1/consoles", "", "Accept: application/json"))},
 	}
 	beta := d.addConsole(t, "beta")
 	beta.Close()
 	pages = append(pages, struct {
 		name string
-		r    response
-	}{"the console-down page", d.raw(serveReq("GET", "/c/beta/", framed...))})
+		r    doortest.Response
+	}{"the console-down page", d.Raw(doortest.ServeReq("GET", "/c/beta/", framed...))})
 	for i, want := range []int{200, 404, 200, 401, 502} {
-		if pages[i].r.status != want {
-			t.Errorf("%s: %d %q, want %d", pages[i].name, pages[i].r.status, pages[i].r.reason, want)
+		if pages[i].r.Status != want {
+			t.Errorf("%s: %d %q, want %d", pages[i].name, pages[i].r.Status, pages[i].r.Reason, want)
 		}
 	}
 	for _, p := range pages {
 		wantOwnPageHeaders(t, p.name, p.r)
-		if csp := p.r.header.Get("Content-Security-Policy"); strings.Contains(csp, "style-src") {
+		if csp := p.r.Header.Get("Content-Security-Policy"); strings.Contains(csp, "style-src") {
 			t.Errorf("%s: a page without a style allows one: %q", p.name, csp)
 		}
 	}
 }
 
 // wantOwnPageHeaders checks what proxy.SetPageHeaders sends.
-func wantOwnPageHeaders(t *testing.T, name string, r response) {
+func wantOwnPageHeaders(t *testing.T, name string, r doortest.Response) {
 	t.Helper()
-	h := r.header
+	h := r.Header
 	if got := h.Get("X-Frame-Options"); got != "DENY" {
 		t.Errorf("%s: X-Frame-Options %q, want DENY", name, got)
 	}

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/phase-console/fleet/console/refconsole"
+	"github.com/phase-console/fleet/internal/doortest"
 	"github.com/phase-console/fleet/internal/echoconsole"
 	"github.com/phase-console/fleet/internal/otheruser"
 	"github.com/phase-console/fleet/internal/rawhttp"
@@ -26,26 +27,26 @@ import (
 
 // rtTry writes req on a fresh connection and reads up to n responses; it stops at the first read
 // error (a closed connection, or nothing more within wait) and returns what it read.
-func (d *door) rtTry(req string, n int, wait time.Duration) ([]response, error) {
+func (d *door) rtTry(req string, n int, wait time.Duration) ([]doortest.Response, error) {
 	d.t.Helper()
-	conn, err := net.Dial("tcp", d.addr)
+	conn, err := net.Dial("tcp", d.Addr)
 	if err != nil {
 		d.t.Fatal(err)
 	}
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(wait))
 	rs, err := rawhttp.ExchangeUpTo(conn, req, n)
-	return toResponses(rs), err
+	return (rs), err
 }
 
 // rtSeen returns what alpha saw since before.
-func (d *door) rtSeen(before int) []seen { return d.alpha.Since(before) }
+func (d *door) rtSeen(before int) []echoconsole.Request { return d.Alpha.Since(before) }
 
 // newRTConsole is a console whose handler the test chooses; it records what reached it.
-func newRTConsole(t *testing.T, d *door, id string, h http.HandlerFunc) *echoConsole {
+func newRTConsole(t *testing.T, d *door, id string, h http.HandlerFunc) *echoconsole.Console {
 	t.Helper()
-	c := newEchoConsole(t, echoconsole.Answer(h))
-	if _, err := d.srv.registry.Put(Console{ID: id, Addr: c.addr(), Name: id}); err != nil {
+	c := echoconsole.New(t, echoconsole.Answer(h))
+	if _, err := d.srv.registry.Put(Console{ID: id, Addr: c.Addr(), Name: id}); err != nil {
 		t.Fatal(err)
 	}
 	return c
@@ -56,13 +57,13 @@ func newRTConsole(t *testing.T, d *door, id string, h http.HandlerFunc) *echoCon
 // After a 401 the door closes the connection: nothing pipelined behind it is served.
 func TestNothingRidesAfter401_S5(t *testing.T) {
 	d := startDoor(t)
-	before := d.alpha.count()
-	unverified := strings.Replace(serveReq("GET", "/c/alpha/a"), aliceIP, "100.64.0.99", 1)
-	rs, _ := d.rtTry(unverified+serveReq("GET", "/c/alpha/b"), 2, 3*time.Second)
-	if len(rs) != 1 || rs[0].status != 401 {
+	before := d.Alpha.Count()
+	unverified := strings.Replace(doortest.ServeReq("GET", "/c/alpha/a"), doortest.AliceIP, "100.64.0.99", 1)
+	rs, _ := d.rtTry(unverified+doortest.ServeReq("GET", "/c/alpha/b"), 2, 3*time.Second)
+	if len(rs) != 1 || rs[0].Status != 401 {
 		t.Fatalf("got %d responses %v, want exactly one 401 and a closed connection", len(rs), rs)
 	}
-	if d.alpha.count() != before {
+	if d.Alpha.Count() != before {
 		t.Errorf("the console saw a request after a 401")
 	}
 }
@@ -72,30 +73,30 @@ func TestNothingRidesAfter401_S5(t *testing.T) {
 // as a request.
 func TestBodyFramingSmuggling_S7(t *testing.T) {
 	d := startDoor(t)
-	hidden := serveReq("POST", "/c/alpha/hooks/permission-request", "X-Phase-Console-Fleet: evil", "Content-Length: 0")
+	hidden := doortest.ServeReq("POST", "/c/alpha/hooks/permission-request", "X-Phase-Console-Fleet: evil", "Content-Length: 0")
 	rows := []struct{ name, req string }{
-		{"TE chunked + CL", serveReq("POST", "/c/alpha/x", "Transfer-Encoding: chunked", "Content-Length: 3") + "0\r\n\r\n" + hidden},
-		{"CL + TE chunked", serveReq("POST", "/c/alpha/x", "Content-Length: 5", "Transfer-Encoding: chunked") + "0\r\n\r\n" + hidden},
-		{"TE chunked twice", serveReq("POST", "/c/alpha/x", "Transfer-Encoding: chunked", "Transfer-Encoding: chunked") + "0\r\n\r\n" + hidden},
-		{"TE xchunked", serveReq("POST", "/c/alpha/x", "Transfer-Encoding: xchunked") + "0\r\n\r\n" + hidden},
-		{"TE chunked, identity", serveReq("POST", "/c/alpha/x", "Transfer-Encoding: chunked, identity") + "0\r\n\r\n" + hidden},
-		{"TE with space", serveReq("POST", "/c/alpha/x", "Transfer-Encoding : chunked") + "0\r\n\r\n" + hidden},
-		{"two different CL", serveReq("POST", "/c/alpha/x", "Content-Length: 0", "Content-Length: 60") + hidden},
-		{"chunk extension", serveReq("POST", "/c/alpha/x", "Transfer-Encoding: chunked") +
+		{"TE chunked + CL", doortest.ServeReq("POST", "/c/alpha/x", "Transfer-Encoding: chunked", "Content-Length: 3") + "0\r\n\r\n" + hidden},
+		{"CL + TE chunked", doortest.ServeReq("POST", "/c/alpha/x", "Content-Length: 5", "Transfer-Encoding: chunked") + "0\r\n\r\n" + hidden},
+		{"TE chunked twice", doortest.ServeReq("POST", "/c/alpha/x", "Transfer-Encoding: chunked", "Transfer-Encoding: chunked") + "0\r\n\r\n" + hidden},
+		{"TE xchunked", doortest.ServeReq("POST", "/c/alpha/x", "Transfer-Encoding: xchunked") + "0\r\n\r\n" + hidden},
+		{"TE chunked, identity", doortest.ServeReq("POST", "/c/alpha/x", "Transfer-Encoding: chunked, identity") + "0\r\n\r\n" + hidden},
+		{"TE with space", doortest.ServeReq("POST", "/c/alpha/x", "Transfer-Encoding : chunked") + "0\r\n\r\n" + hidden},
+		{"two different CL", doortest.ServeReq("POST", "/c/alpha/x", "Content-Length: 0", "Content-Length: 60") + hidden},
+		{"chunk extension", doortest.ServeReq("POST", "/c/alpha/x", "Transfer-Encoding: chunked") +
 			"3;ext=\"x\r\nX-Phase-Console-Fleet: evil\"\r\nabc\r\n0\r\n\r\n" + hidden},
-		{"chunk size overflow", serveReq("POST", "/c/alpha/x", "Transfer-Encoding: chunked") +
+		{"chunk size overflow", doortest.ServeReq("POST", "/c/alpha/x", "Transfer-Encoding: chunked") +
 			"10000000000000003\r\nabc\r\n0\r\n\r\n" + hidden},
-		{"bare LF chunk", serveReq("POST", "/c/alpha/x", "Transfer-Encoding: chunked") + "3\nabc\n0\n\n" + hidden},
+		{"bare LF chunk", doortest.ServeReq("POST", "/c/alpha/x", "Transfer-Encoding: chunked") + "3\nabc\n0\n\n" + hidden},
 	}
 	for _, row := range rows {
 		t.Run(row.name, func(t *testing.T) {
-			before := d.alpha.count()
+			before := d.Alpha.Count()
 			d.rtTry(row.req, 3, 2*time.Second)
 			for _, s := range d.rtSeen(before) {
 				if s.Path != "/x" || strings.EqualFold(s.Path, "/hooks/permission-request") {
 					t.Errorf("console saw %s %s", s.Method, s.Path)
 				}
-				if got := foldedValues(s.Header, "X-Phase-Console-Fleet"); len(got) != 1 || got[0] != d.token {
+				if got := rawhttp.FoldedValues(s.Header, "X-Phase-Console-Fleet"); len(got) != 1 || got[0] != d.Token {
 					t.Errorf("console saw bearer values %q", got)
 				}
 			}
@@ -108,14 +109,14 @@ func TestBodyFramingSmuggling_S7(t *testing.T) {
 func TestRequestTargetForms_S7(t *testing.T) {
 	d := startDoor(t)
 	lines := func(first string) string {
-		return first + "\nHost: " + tsName + "\nX-Forwarded-For: " + aliceIP + "\nTailscale-User-Login: " + alice + "\n\n"
+		return first + "\nHost: " + doortest.TSName + "\nX-Forwarded-For: " + doortest.AliceIP + "\nTailscale-User-Login: " + doortest.Alice + "\n\n"
 	}
 	for _, req := range []string{
-		lines("GET http://" + tsName + "/c/alpha/ HTTP/1.1"),
+		lines("GET http://" + doortest.TSName + "/c/alpha/ HTTP/1.1"),
 		lines("GET http://evil.example/c/alpha/ HTTP/1.1"),
 		lines("GET https://127.0.0.1/c/alpha/hooks HTTP/1.1"),
-		lines("CONNECT " + tsName + ":443 HTTP/1.1"),
-		lines("CONNECT 127.0.0.1:" + strings.Split(d.alpha.addr(), ":")[1] + " HTTP/1.1"),
+		lines("CONNECT " + doortest.TSName + ":443 HTTP/1.1"),
+		lines("CONNECT 127.0.0.1:" + strings.Split(d.Alpha.Addr(), ":")[1] + " HTTP/1.1"),
 		lines("CONNECT /c/alpha/ HTTP/1.1"),
 		lines("OPTIONS * HTTP/1.1"),
 		lines("GET * HTTP/1.1"),
@@ -124,13 +125,13 @@ func TestRequestTargetForms_S7(t *testing.T) {
 		lines("GET /c/alpha/ HTTP/2.0"),
 		lines("GET /c/alpha/ XTTP/1.1"),
 	} {
-		before := d.alpha.count()
+		before := d.Alpha.Count()
 		rs, _ := d.rtTry(req, 1, 2*time.Second)
-		if d.alpha.count() != before {
+		if d.Alpha.Count() != before {
 			t.Errorf("%q: forwarded to the console", strings.SplitN(req, "\n", 2)[0])
 		}
-		if len(rs) == 1 && rs[0].status < 300 && !strings.HasPrefix(req, "OPTIONS *") {
-			t.Errorf("%q: got %d", strings.SplitN(req, "\n", 2)[0], rs[0].status)
+		if len(rs) == 1 && rs[0].Status < 300 && !strings.HasPrefix(req, "OPTIONS *") {
+			t.Errorf("%q: got %d", strings.SplitN(req, "\n", 2)[0], rs[0].Status)
 		}
 	}
 }
@@ -139,16 +140,16 @@ func TestRequestTargetForms_S7(t *testing.T) {
 func TestExpectContinueJudgedFirst_S3(t *testing.T) {
 	d := startDoor(t)
 	for _, req := range []string{
-		serveReq("POST", "/c/alpha/x", "Expect: 100-continue", "Content-Length: 5", "X_Phase_Console_Fleet: evil"),
-		strings.Replace(serveReq("POST", "/c/alpha/x", "Expect: 100-continue", "Content-Length: 5"), aliceIP, "100.64.0.99", 1),
-		serveReq("POST", "/c/alpha/hooks", "Expect: 100-continue", "Content-Length: 5"),
+		doortest.ServeReq("POST", "/c/alpha/x", "Expect: 100-continue", "Content-Length: 5", "X_Phase_Console_Fleet: evil"),
+		strings.Replace(doortest.ServeReq("POST", "/c/alpha/x", "Expect: 100-continue", "Content-Length: 5"), doortest.AliceIP, "100.64.0.99", 1),
+		doortest.ServeReq("POST", "/c/alpha/hooks", "Expect: 100-continue", "Content-Length: 5"),
 	} {
-		before := d.alpha.count()
+		before := d.Alpha.Count()
 		rs, _ := d.rtTry(req, 1, 2*time.Second)
-		if len(rs) != 1 || rs[0].status < 400 {
+		if len(rs) != 1 || rs[0].Status < 400 {
 			t.Errorf("got %v, want a refusal (and no 100 Continue)", rs)
 		}
-		if d.alpha.count() != before {
+		if d.Alpha.Count() != before {
 			t.Errorf("forwarded")
 		}
 	}
@@ -163,16 +164,16 @@ func TestXForwardedForForms_S5(t *testing.T) {
 	rows := []struct {
 		xff, login string // login "" means refused 401 unverified
 	}{
-		{"::ffff:" + aliceIP, alice},
-		{"  " + aliceIP + "\t", alice},
-		{"FD7A:115C:A1E0::B0B", bob},
-		{"fd7a:115c:a1e0:0:0:0:0:b0b", bob},
+		{"::ffff:" + doortest.AliceIP, doortest.Alice},
+		{"  " + doortest.AliceIP + "\t", doortest.Alice},
+		{"FD7A:115C:A1E0::B0B", doortest.Bob},
+		{"fd7a:115c:a1e0:0:0:0:0:b0b", doortest.Bob},
 		{"fd7a:115c:a1e0::b0b%eth0", ""},
 		{"[fd7a:115c:a1e0::b0b]", ""},
 		{"[fd7a:115c:a1e0::b0b]:443", ""},
-		{aliceIP + ",", ""},
-		{"," + aliceIP, ""},
-		{aliceIP + " " + bobIP, ""},
+		{doortest.AliceIP + ",", ""},
+		{"," + doortest.AliceIP, ""},
+		{doortest.AliceIP + " " + doortest.BobIP, ""},
 		{"0x64.101.102.103", ""},
 		{"100.101.102.0103", ""},
 		{"1684367975", ""},
@@ -183,15 +184,15 @@ func TestXForwardedForForms_S5(t *testing.T) {
 	}
 	for _, row := range rows {
 		t.Run(row.xff, func(t *testing.T) {
-			req := strings.Replace(serveReq("GET", "/c/alpha/"), "X-Forwarded-For: "+aliceIP, "X-Forwarded-For: "+row.xff, 1)
-			req = strings.Replace(req, "Tailscale-User-Login: "+alice+"\n", "", 1)
-			before := d.alpha.count()
-			r := d.raw(req)
+			req := strings.Replace(doortest.ServeReq("GET", "/c/alpha/"), "X-Forwarded-For: "+doortest.AliceIP, "X-Forwarded-For: "+row.xff, 1)
+			req = strings.Replace(req, "Tailscale-User-Login: "+doortest.Alice+"\n", "", 1)
+			before := d.Alpha.Count()
+			r := d.Raw(req)
 			if row.login == "" {
-				d.wantRefused(t, r, before, 401, "unverified")
+				d.WantRefused(t, r, before, 401, "unverified")
 				return
 			}
-			d.wantForwarded(t, r, before, row.login, "/")
+			d.WantForwarded(t, r, before, row.login, "/")
 		})
 	}
 }
@@ -200,22 +201,22 @@ func TestXForwardedForForms_S5(t *testing.T) {
 // connection or several, and a Serve login header that disagrees is refused even when cached.
 func TestWhoIsCacheAcrossUsers_S5(t *testing.T) {
 	d := startDoor(t)
-	bobAsAlice := strings.Replace(serveReq("GET", "/c/alpha/b"), aliceIP, bobIP, 1) // bob's IP, alice's login
-	bobReq := strings.Replace(bobAsAlice, alice, bob, 1)
-	before := d.alpha.count()
-	rs, _ := d.rtTry(serveReq("GET", "/c/alpha/a")+bobAsAlice, 2, 3*time.Second)
-	if len(rs) != 2 || rs[0].status != 200 || rs[1].status != 401 || rs[1].reason != "identity-mismatch" {
+	bobAsAlice := strings.Replace(doortest.ServeReq("GET", "/c/alpha/b"), doortest.AliceIP, doortest.BobIP, 1) // bob's IP, alice's login
+	bobReq := strings.Replace(bobAsAlice, doortest.Alice, doortest.Bob, 1)
+	before := d.Alpha.Count()
+	rs, _ := d.rtTry(doortest.ServeReq("GET", "/c/alpha/a")+bobAsAlice, 2, 3*time.Second)
+	if len(rs) != 2 || rs[0].Status != 200 || rs[1].Status != 401 || rs[1].Reason != "identity-mismatch" {
 		t.Fatalf("got %v", rs)
 	}
-	r := d.raw(bobReq)
-	if r.status != 200 {
-		t.Fatalf("bob: %d %q", r.status, r.reason)
+	r := d.Raw(bobReq)
+	if r.Status != 200 {
+		t.Fatalf("bob: %d %q", r.Status, r.Reason)
 	}
 	var logins []string
 	for _, s := range d.rtSeen(before) {
 		logins = append(logins, s.Header.Get("X-Phase-Console-Fleet-Login"))
 	}
-	if strings.Join(logins, ",") != alice+","+bob {
+	if strings.Join(logins, ",") != doortest.Alice+","+doortest.Bob {
 		t.Errorf("console saw logins %q, want alice then bob", logins)
 	}
 }
@@ -227,11 +228,11 @@ func TestVerdictNotSharedAcrossConnections_S5a(t *testing.T) {
 		t.Skip("needs root to run a client as another user")
 	}
 	d := startDoor(t)
-	good := d.dial(t)
+	good := d.Dial()
 	defer good.Close()
 	br := bufio.NewReader(good)
 	ask := func(what string) {
-		io.WriteString(good, crlf(serveReq("GET", "/c/alpha/"+what)))
+		io.WriteString(good, rawhttp.CRLF(doortest.ServeReq("GET", "/c/alpha/"+what)))
 		resp, err := http.ReadResponse(br, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -243,9 +244,9 @@ func TestVerdictNotSharedAcrossConnections_S5a(t *testing.T) {
 		}
 	}
 	ask("1")
-	before := d.alpha.count()
-	mode := "raw " + d.addr
-	b, err := otheruser.Command(t, "^TestHostileRequestsHelperProcess$", "FLEET_REDTEAM_HELPER", mode, crlf(serveReq("GET", "/c/alpha/stranger"))).Output()
+	before := d.Alpha.Count()
+	mode := "raw " + d.Addr
+	b, err := otheruser.Command(t, "^TestHostileRequestsHelperProcess$", "FLEET_REDTEAM_HELPER", mode, rawhttp.CRLF(doortest.ServeReq("GET", "/c/alpha/stranger"))).Output()
 	if err != nil {
 		t.Fatalf("helper %s: %v (%s)", mode, err, b)
 	}
@@ -253,7 +254,7 @@ func TestVerdictNotSharedAcrossConnections_S5a(t *testing.T) {
 	if !strings.HasPrefix(out, "STATUS 401 unverified") {
 		t.Errorf("a connection from uid %d: %q, want 401 unverified", otheruser.UID, out)
 	}
-	if d.alpha.count() != before {
+	if d.Alpha.Count() != before {
 		t.Error("a connection from another uid was forwarded")
 	}
 	ask("2")
@@ -271,8 +272,8 @@ func TestAddrValidation_S8(t *testing.T) {
 		"127.0.0.1:80\n", "::1:80", "[::1]", "127.0.0.1:80#", "127.0.0.1:80@evil.example:80",
 	} {
 		r := register(d, "probe", addr)
-		if r.status != 400 || r.reason != "bad-registration" {
-			t.Errorf("addr %q: got %d %q, want 400 bad-registration", addr, r.status, r.reason)
+		if r.Status != 400 || r.Reason != "bad-registration" {
+			t.Errorf("addr %q: got %d %q, want 400 bad-registration", addr, r.Status, r.Reason)
 		}
 	}
 	if _, ok := d.srv.registry.Get("probe"); ok {
@@ -282,8 +283,8 @@ func TestAddrValidation_S8(t *testing.T) {
 
 func TestJSONTricks_S8(t *testing.T) {
 	d := startDoor(t)
-	post := func(body string) response {
-		return d.raw(d.localReq("POST", "/fleet/v1/consoles", body, d.bearer()))
+	post := func(body string) doortest.Response {
+		return d.Raw(d.localReq("POST", "/fleet/v1/consoles", body, d.bearer()))
 	}
 	// Duplicate and case-folded keys: whatever Go picks, it is validated after the pick.
 	for _, body := range []string{
@@ -301,20 +302,20 @@ func TestJSONTricks_S8(t *testing.T) {
 		`{"id":"alpha2","addr":"127.0.0.1:9001","name":"` + strings.Repeat("x", 20<<10) + `"}`,
 	} {
 		r := post(body)
-		if r.status != 400 {
-			t.Errorf("%.80s: got %d", body, r.status)
+		if r.Status != 400 {
+			t.Errorf("%.80s: got %d", body, r.Status)
 		}
 	}
 	if _, ok := d.srv.registry.Get("alpha2"); ok {
 		t.Error("a refused registration was kept")
 	}
 	// A name is shown escaped on the index page.
-	if r := post(`{"id":"xss","addr":"127.0.0.1:9001","name":"<script>alert(1)</script>"}`); r.status != 201 {
-		t.Fatalf("register xss: %d %q", r.status, r.body)
+	if r := post(`{"id":"xss","addr":"127.0.0.1:9001","name":"<script>alert(1)</script>"}`); r.Status != 201 {
+		t.Fatalf("register xss: %d %q", r.Status, r.Body)
 	}
-	r := d.raw(serveReq("GET", "/"))
-	if r.status != 200 || strings.Contains(r.body, "<script>alert") {
-		t.Errorf("index: %d, name not escaped: %v", r.status, strings.Contains(r.body, "<script>alert"))
+	r := d.Raw(doortest.ServeReq("GET", "/"))
+	if r.Status != 200 || strings.Contains(r.Body, "<script>alert") {
+		t.Errorf("index: %d, name not escaped: %v", r.Status, strings.Contains(r.Body, "<script>alert"))
 	}
 }
 
@@ -324,30 +325,30 @@ func TestBearerForms_S8(t *testing.T) {
 		"Authorization: Bearer",
 		"Authorization: Bearer ",
 		"Authorization: Bearer  ",
-		"Authorization:  " + d.token,
-		"Authorization: Basic " + d.token,
-		"Authorization: Bearer " + d.token + "=",
-		"Authorization: Bearer " + d.token[:len(d.token)-1],
-		"Authorization: Bearer " + d.token + d.token,
-		"Authorization: Bearer " + d.token + " x",
-		"Authorization: Bearer\t" + d.token,
-		"Authorization: Bearer " + d.token + "\nAuthorization: Bearer " + d.token,
-		"Authorization: Bearer x\nAuthorization: Bearer " + d.token,
-		"Authorization_: Bearer " + d.token,
-		"X-Authorization: Bearer " + d.token,
-		"Proxy-Authorization: Bearer " + d.token,
+		"Authorization:  " + d.Token,
+		"Authorization: Basic " + d.Token,
+		"Authorization: Bearer " + d.Token + "=",
+		"Authorization: Bearer " + d.Token[:len(d.Token)-1],
+		"Authorization: Bearer " + d.Token + d.Token,
+		"Authorization: Bearer " + d.Token + " x",
+		"Authorization: Bearer\t" + d.Token,
+		"Authorization: Bearer " + d.Token + "\nAuthorization: Bearer " + d.Token,
+		"Authorization: Bearer x\nAuthorization: Bearer " + d.Token,
+		"Authorization_: Bearer " + d.Token,
+		"X-Authorization: Bearer " + d.Token,
+		"Proxy-Authorization: Bearer " + d.Token,
 	} {
-		r := d.raw(d.localReq("GET", "/fleet/v1/consoles", "", auth))
-		if r.status != 401 {
-			t.Errorf("%q: got %d, want 401", auth, r.status)
+		r := d.Raw(d.localReq("GET", "/fleet/v1/consoles", "", auth))
+		if r.Status != 401 {
+			t.Errorf("%q: got %d, want 401", auth, r.Status)
 		}
 	}
 	// Through Serve the API is never served, even with the right bearer.
-	r := d.raw(serveReq("GET", "/fleet/v1/consoles", d.bearer()))
-	if r.status != 403 || r.reason != "local-only" {
-		t.Errorf("through Serve: %d %q", r.status, r.reason)
+	r := d.Raw(doortest.ServeReq("GET", "/fleet/v1/consoles", d.bearer()))
+	if r.Status != 403 || r.Reason != "local-only" {
+		t.Errorf("through Serve: %d %q", r.Status, r.Reason)
 	}
-	if strings.Contains(d.logs.String(), d.token) {
+	if strings.Contains(d.Logs.String(), d.Token) {
 		t.Error("the fleet token appears in the log")
 	}
 }
@@ -357,16 +358,16 @@ func TestBearerForms_S8(t *testing.T) {
 func TestHostForms_S10(t *testing.T) {
 	d := startDoor(t)
 	for _, host := range []string{
-		"[::1%25lo]", "[::1%lo]:7420", selfIP + "%eth0", "[::ffff:" + aliceIP + "]", "sup.tail1234.ts.net..",
+		"[::1%25lo]", "[::1%lo]:7420", doortest.SelfIP + "%eth0", "[::ffff:" + doortest.AliceIP + "]", "sup.tail1234.ts.net..",
 		".sup.tail1234.ts.net", "xn--sup-tail1234", "sup\\.tail1234.ts.net", "127.0.0.1:7420:7420", "[::1]x",
 	} {
-		before := d.alpha.count()
-		rs, _ := d.rtTry(serveReqHost("GET", "/c/alpha/", host), 1, 2*time.Second)
-		if d.alpha.count() != before {
+		before := d.Alpha.Count()
+		rs, _ := d.rtTry(doortest.ServeReqHost("GET", "/c/alpha/", host), 1, 2*time.Second)
+		if d.Alpha.Count() != before {
 			t.Errorf("Host %q was admitted and forwarded", host)
 		}
-		if len(rs) == 1 && rs[0].status != 421 && rs[0].status != 400 {
-			t.Errorf("Host %q: got %d %q", host, rs[0].status, rs[0].reason)
+		if len(rs) == 1 && rs[0].Status != 421 && rs[0].Status != 400 {
+			t.Errorf("Host %q: got %d %q", host, rs[0].Status, rs[0].Reason)
 		}
 	}
 }
@@ -377,15 +378,15 @@ func TestHostForms_S10(t *testing.T) {
 // "evil.example" as the public host (links, redirects, cache keys).
 func TestHostWithJunkPort_S10(t *testing.T) {
 	d := startDoor(t)
-	for _, host := range []string{tsName + ":1,evil.example", "localhost:443,evil.example:443", tsName + ":x;evil",
-		"127.0.0.1:99999", tsName + ".:443.", "[127.0.0.1]", "[localhost]", "[::1]:80:80", "[::1]:,evil.example"} {
-		before := d.alpha.count()
-		rs, _ := d.rtTry(serveReqHost("GET", "/c/alpha/", host), 1, 2*time.Second)
-		if d.alpha.count() != before {
-			s, _ := d.alpha.last()
+	for _, host := range []string{doortest.TSName + ":1,evil.example", "localhost:443,evil.example:443", doortest.TSName + ":x;evil",
+		"127.0.0.1:99999", doortest.TSName + ".:443.", "[127.0.0.1]", "[localhost]", "[::1]:80:80", "[::1]:,evil.example"} {
+		before := d.Alpha.Count()
+		rs, _ := d.rtTry(doortest.ServeReqHost("GET", "/c/alpha/", host), 1, 2*time.Second)
+		if d.Alpha.Count() != before {
+			s, _ := d.Alpha.Last()
 			t.Errorf("Host %q admitted; console saw X-Forwarded-Host %q", host, s.Header.Get("X-Forwarded-Host"))
-		} else if len(rs) == 1 && rs[0].status != 421 && rs[0].status != 400 {
-			t.Errorf("Host %q: got %d", host, rs[0].status)
+		} else if len(rs) == 1 && rs[0].Status != 421 && rs[0].Status != 400 {
+			t.Errorf("Host %q: got %d", host, rs[0].Status)
 		}
 	}
 }
@@ -393,37 +394,37 @@ func TestHostWithJunkPort_S10(t *testing.T) {
 func TestOriginForms_S12(t *testing.T) {
 	d := startDoor(t)
 	refused := []string{
-		"null", "NULL", "", " ", "https://evil.example", "https://" + tsName + ".evil.example",
-		"https://evil.example#https://" + tsName, "https://" + tsName + "@evil.example",
-		"https://user@" + tsName, "http://" + tsName, "wss://" + tsName, "https://" + tsName + ".",
-		"https://sup", "https://" + tsName + "/", "https://" + tsName + "/c/alpha/",
-		"https:" + tsName, "https:/" + tsName, "//" + tsName, tsName, "https://" + tsName + ", https://evil.example",
-		"https://" + tsName + " https://evil.example", "file://", "https://" + selfIP,
-		"https://" + strings.Replace(tsName, ".", "%2E", -1) + "x",
+		"null", "NULL", "", " ", "https://evil.example", "https://" + doortest.TSName + ".evil.example",
+		"https://evil.example#https://" + doortest.TSName, "https://" + doortest.TSName + "@evil.example",
+		"https://user@" + doortest.TSName, "http://" + doortest.TSName, "wss://" + doortest.TSName, "https://" + doortest.TSName + ".",
+		"https://sup", "https://" + doortest.TSName + "/", "https://" + doortest.TSName + "/c/alpha/",
+		"https:" + doortest.TSName, "https:/" + doortest.TSName, "//" + doortest.TSName, doortest.TSName, "https://" + doortest.TSName + ", https://evil.example",
+		"https://" + doortest.TSName + " https://evil.example", "file://", "https://" + doortest.SelfIP,
+		"https://" + strings.Replace(doortest.TSName, ".", "%2E", -1) + "x",
 	}
 	for _, o := range refused {
-		before := d.alpha.count()
-		rs, _ := d.rtTry(serveReq("POST", "/c/alpha/x", "Origin: "+o, "Content-Length: 0"), 1, 2*time.Second)
-		if d.alpha.count() != before {
+		before := d.Alpha.Count()
+		rs, _ := d.rtTry(doortest.ServeReq("POST", "/c/alpha/x", "Origin: "+o, "Content-Length: 0"), 1, 2*time.Second)
+		if d.Alpha.Count() != before {
 			t.Errorf("Origin %q: forwarded", o)
-		} else if len(rs) == 1 && (rs[0].status != 403 || rs[0].reason != "cross-origin") {
-			t.Errorf("Origin %q: got %d %q", o, rs[0].status, rs[0].reason)
+		} else if len(rs) == 1 && (rs[0].Status != 403 || rs[0].Reason != "cross-origin") {
+			t.Errorf("Origin %q: got %d %q", o, rs[0].Status, rs[0].Reason)
 		}
 	}
 	// Two Origin lines, even if one is right; and on a WebSocket upgrade.
 	for _, extra := range [][]string{
-		{"Origin: https://" + tsName, "Origin: https://evil.example"},
+		{"Origin: https://" + doortest.TSName, "Origin: https://evil.example"},
 		{"Origin: https://evil.example", "Connection: Upgrade", "Upgrade: websocket", "Sec-WebSocket-Version: 13", wsKey},
 		{"origin: https://evil.example"},
 	} {
-		before := d.alpha.count()
-		r := d.raw(serveReq("GET", "/c/alpha/ws", extra...))
-		d.wantRefused(t, r, before, 403, "cross-origin")
+		before := d.Alpha.Count()
+		r := d.Raw(doortest.ServeReq("GET", "/c/alpha/ws", extra...))
+		d.WantRefused(t, r, before, 403, "cross-origin")
 	}
 	// The real origin, in any case and with or without the default port (RFC 6454), is forwarded.
-	for _, o := range []string{"https://" + tsName, "HTTPS://" + strings.ToUpper(tsName), "https://" + tsName + ":443"} {
-		before := d.alpha.count()
-		d.wantForwarded(t, d.raw(serveReq("GET", "/c/alpha/", "Origin: "+o)), before, alice, "/")
+	for _, o := range []string{"https://" + doortest.TSName, "HTTPS://" + strings.ToUpper(doortest.TSName), "https://" + doortest.TSName + ":443"} {
+		before := d.Alpha.Count()
+		d.WantForwarded(t, d.Raw(doortest.ServeReq("GET", "/c/alpha/", "Origin: "+o)), before, doortest.Alice, "/")
 	}
 }
 
@@ -458,23 +459,23 @@ func TestPathTricksAtDoor_S7(t *testing.T) {
 	}
 	for _, row := range rows {
 		t.Run(row.path, func(t *testing.T) {
-			before := d.alpha.count()
-			d.wantRefused(t, d.raw(serveReq("POST", row.path)), before, row.status, row.reason)
+			before := d.Alpha.Count()
+			d.WantRefused(t, d.Raw(doortest.ServeReq("POST", row.path)), before, row.status, row.reason)
 		})
 	}
 	// An IIS-style %u escape: net/http itself refuses the request-target.
-	before := d.alpha.count()
-	if rs, _ := d.rtTry(serveReq("POST", "/c/alpha/%u0068ooks"), 1, 2*time.Second); len(rs) != 1 || rs[0].status != 400 || d.alpha.count() != before {
+	before := d.Alpha.Count()
+	if rs, _ := d.rtTry(doortest.ServeReq("POST", "/c/alpha/%u0068ooks"), 1, 2*time.Second); len(rs) != 1 || rs[0].Status != 400 || d.Alpha.Count() != before {
 		t.Errorf("%%u escape: %v", rs)
 	}
 	// What is let through is exactly what a console's router will see: never "hooks".
 	for _, p := range []string{"/c/alpha/hooks%20", "/c/alpha/hooks.", "/c/alpha/%E2%80%8Bhooks", "/c/alpha/hooks%3F", "/c/alpha/ho%C3%B6ks"} {
-		before := d.alpha.count()
-		r := d.raw(serveReq("GET", p))
-		if r.status == 200 {
-			s, _ := d.alpha.last()
+		before := d.Alpha.Count()
+		r := d.Raw(doortest.ServeReq("GET", p))
+		if r.Status == 200 {
+			s, _ := d.Alpha.Last()
 			first := strings.SplitN(strings.TrimPrefix(s.Path, "/"), "/", 2)[0]
-			if strings.EqualFold(first, "hooks") || d.alpha.count() != before+1 {
+			if strings.EqualFold(first, "hooks") || d.Alpha.Count() != before+1 {
 				t.Errorf("%s: console saw %q", p, s.Path)
 			}
 		}
@@ -485,20 +486,20 @@ func TestPathTricksAtDoor_S7(t *testing.T) {
 
 func TestTokenNeverInLogsOrPages_S11(t *testing.T) {
 	d := startDoor(t)
-	tok := d.token
+	tok := d.Token
 	var bodies []string
 	for _, req := range []string{
-		serveReq("GET", "/c/alpha/hooks?token="+tok, "Authorization: Bearer "+tok),
-		serveReq("GET", "/c/alpha/", "X-Phase-Console-Fleet: "+tok),
-		serveReq("GET", "/c/nope/?t="+tok),
-		serveReq("GET", "/c/alpha/", "Origin: https://evil.example", "Cookie: s="+tok),
+		doortest.ServeReq("GET", "/c/alpha/hooks?token="+tok, "Authorization: Bearer "+tok),
+		doortest.ServeReq("GET", "/c/alpha/", "X-Phase-Console-Fleet: "+tok),
+		doortest.ServeReq("GET", "/c/nope/?t="+tok),
+		doortest.ServeReq("GET", "/c/alpha/", "Origin: https://evil.example", "Cookie: s="+tok),
 		d.localReq("GET", "/fleet/v1/consoles?t="+tok, "", "Authorization: Bearer "+tok+"x"),
 		d.localReq("DELETE", "/fleet/v1/consoles/nope", "", d.bearer()),
-		strings.Replace(serveReq("GET", "/c/alpha/?"+tok), aliceIP, "100.64.0.99", 1),
+		strings.Replace(doortest.ServeReq("GET", "/c/alpha/?"+tok), doortest.AliceIP, "100.64.0.99", 1),
 	} {
-		r := d.raw(req)
-		bodies = append(bodies, r.body)
-		for k, vv := range r.header {
+		r := d.Raw(req)
+		bodies = append(bodies, r.Body)
+		for k, vv := range r.Header {
 			for _, v := range vv {
 				if strings.Contains(v, tok) {
 					t.Errorf("response header %s carries the token", k)
@@ -508,13 +509,13 @@ func TestTokenNeverInLogsOrPages_S11(t *testing.T) {
 	}
 	// A console that is down: the 502 page.
 	d.srv.registry.Put(Console{ID: "gone", Addr: "127.0.0.1:1", Name: "gone"})
-	bodies = append(bodies, d.raw(serveReq("GET", "/c/gone/?"+tok)).body)
+	bodies = append(bodies, d.Raw(doortest.ServeReq("GET", "/c/gone/?"+tok)).Body)
 	for _, b := range bodies {
 		if strings.Contains(b, tok) {
 			t.Errorf("a page carries the token: %q", b)
 		}
 	}
-	if strings.Contains(d.logs.String(), tok) {
+	if strings.Contains(d.Logs.String(), tok) {
 		t.Error("the fleet token appears in the log")
 	}
 }
@@ -527,10 +528,10 @@ func TestTokenNeverInLogsOrPages_S11(t *testing.T) {
 func TestTraceLowerCase_S6(t *testing.T) {
 	d := startDoor(t)
 	for _, m := range []string{"trace", "Trace", "connect"} {
-		before := d.alpha.count()
-		r := d.raw(serveReq(m, "/c/alpha/"))
-		if d.alpha.count() != before {
-			t.Errorf("%s: forwarded with the assertion (%d)", m, r.status)
+		before := d.Alpha.Count()
+		r := d.Raw(doortest.ServeReq(m, "/c/alpha/"))
+		if d.Alpha.Count() != before {
+			t.Errorf("%s: forwarded with the assertion (%d)", m, r.Status)
 		}
 	}
 }
@@ -656,9 +657,9 @@ func TestHopRefusesConsoleOfOtherUser_S6(t *testing.T) {
 	}
 	d := startDoor(t)
 	squatConsole(t, d, "squat")
-	r := d.raw(serveReq("GET", "/c/squat/"))
-	if r.status != http.StatusBadGateway || r.reason != "console-other-user" {
-		t.Fatalf("got %d %q, want 502 console-other-user", r.status, r.reason)
+	r := d.Raw(doortest.ServeReq("GET", "/c/squat/"))
+	if r.Status != http.StatusBadGateway || r.Reason != "console-other-user" {
+		t.Fatalf("got %d %q, want 502 console-other-user", r.Status, r.Reason)
 	}
 }
 
@@ -679,8 +680,8 @@ func TestProbeShowsAnotherUsersPortDown_S8(t *testing.T) {
 		t.Errorf("at registration a console whose port uid %d holds is listed health=%q up=%v; want down (it never answers)", otheruser.UID, c.Health, c.Up)
 	}
 	// Control: the hop refuses to talk to it.
-	if r := d.raw(serveReq("GET", "/c/squat/")); r.status != http.StatusBadGateway || r.reason != "console-other-user" {
-		t.Fatalf("forward: %d %q, want 502 console-other-user", r.status, r.reason)
+	if r := d.Raw(doortest.ServeReq("GET", "/c/squat/")); r.Status != http.StatusBadGateway || r.Reason != "console-other-user" {
+		t.Fatalf("forward: %d %q, want 502 console-other-user", r.Status, r.Reason)
 	}
 	// The periodic probe, which alone would bring it back up.
 	d.srv.registry.Probe(context.Background(), probeTimeout)

@@ -27,8 +27,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/phase-console/fleet/internal/doortest"
+	"github.com/phase-console/fleet/internal/echoconsole"
 	"github.com/phase-console/fleet/internal/otheruser"
 	"github.com/phase-console/fleet/internal/peercred"
+	"github.com/phase-console/fleet/internal/rawhttp"
 	"github.com/phase-console/fleet/internal/testdirs"
 )
 
@@ -82,7 +85,7 @@ func TestPrivateUsersHidesRoot_Deploy(t *testing.T) {
 	}
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(10 * time.Second))
-	io.WriteString(conn, crlf(fmt.Sprintf("GET /c/alpha/ HTTP/1.1\nHost: %s\nX-Forwarded-For: %s\nX-Forwarded-Proto: https\nTailscale-User-Login: %s\n\n", uxSupName, uxUserIP, uxUserLogin)))
+	io.WriteString(conn, rawhttp.CRLF(fmt.Sprintf("GET /c/alpha/ HTTP/1.1\nHost: %s\nX-Forwarded-For: %s\nX-Forwarded-Proto: https\nTailscale-User-Login: %s\n\n", uxSupName, uxUserIP, uxUserLogin)))
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -251,7 +254,7 @@ func TestOtherUserCannotConnect_Unix(t *testing.T) {
 // user with exactly the assertion, a 404, or a 502; the other uid's port never gets a byte.
 func TestRegistryChurnWhileForwarding_S8(t *testing.T) {
 	d := startDoor(t)
-	a, b := d.alpha, newEchoConsole(t)
+	a, b := d.Alpha, echoconsole.New(t)
 	var squatAddr string
 	var squat *exec.Cmd
 	var squatOut *bufio.Reader
@@ -264,7 +267,7 @@ func TestRegistryChurnWhileForwarding_S8(t *testing.T) {
 		squatAddr = "127.0.0.1:" + strings.TrimSpace(strings.TrimPrefix(line, "PORT "))
 		defer func() { squat.Process.Kill(); squat.Wait() }()
 	}
-	addrs := []string{a.addr(), b.addr()}
+	addrs := []string{a.Addr(), b.Addr()}
 	if squatAddr != "" {
 		addrs = append(addrs, squatAddr)
 	}
@@ -276,7 +279,7 @@ func TestRegistryChurnWhileForwarding_S8(t *testing.T) {
 		for i := 0; ; i++ {
 			select {
 			case <-stop:
-				d.srv.registry.Put(Console{ID: "alpha", Addr: a.addr()})
+				d.srv.registry.Put(Console{ID: "alpha", Addr: a.Addr()})
 				return
 			default:
 			}
@@ -289,7 +292,7 @@ func TestRegistryChurnWhileForwarding_S8(t *testing.T) {
 	}()
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, "tcp", d.addr)
+			return (&net.Dialer{}).DialContext(ctx, "tcp", d.Addr)
 		},
 	}}
 	defer client.CloseIdleConnections()
@@ -301,9 +304,9 @@ func TestRegistryChurnWhileForwarding_S8(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < 40; i++ {
-				req, _ := http.NewRequest(http.MethodGet, "http://"+tsName+"/c/alpha/x", nil)
-				req.Header.Set("X-Forwarded-For", aliceIP)
-				req.Header.Set("Tailscale-User-Login", alice)
+				req, _ := http.NewRequest(http.MethodGet, "http://"+doortest.TSName+"/c/alpha/x", nil)
+				req.Header.Set("X-Forwarded-For", doortest.AliceIP)
+				req.Header.Set("Tailscale-User-Login", doortest.Alice)
 				resp, err := client.Do(req)
 				key := "error"
 				if err == nil {
@@ -330,15 +333,15 @@ func TestRegistryChurnWhileForwarding_S8(t *testing.T) {
 			t.Errorf("%d answers %q", n, k)
 		}
 	}
-	if got := a.count() + b.count(); got != okCount {
+	if got := a.Count() + b.Count(); got != okCount {
 		t.Errorf("consoles saw %d requests, %d answered 200", got, okCount)
 	}
-	for _, c := range []*echoConsole{a, b} {
+	for _, c := range []*echoconsole.Console{a, b} {
 		for _, s := range c.All() {
-			if v := s.Header.Values("X-Phase-Console-Fleet"); len(v) != 1 || v[0] != d.token {
+			if v := s.Header.Values("X-Phase-Console-Fleet"); len(v) != 1 || v[0] != d.Token {
 				t.Errorf("a console saw bearer values %d", len(v))
 			}
-			if v := s.Header.Values("X-Phase-Console-Fleet-Login"); len(v) != 1 || v[0] != alice {
+			if v := s.Header.Values("X-Phase-Console-Fleet-Login"); len(v) != 1 || v[0] != doortest.Alice {
 				t.Errorf("a console saw logins %q", v)
 			}
 		}

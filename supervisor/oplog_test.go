@@ -8,18 +8,21 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/phase-console/fleet/internal/doortest"
+	"github.com/phase-console/fleet/internal/rawhttp"
 )
 
 // wantWarn checks that the log holds a line with msg event at level WARN (or above) whose error
 // mentions what.
 func (d *door) wantWarn(t *testing.T, event, what string) {
 	t.Helper()
-	for _, l := range d.logs.Events(event) {
+	for _, l := range d.Logs.Events(event) {
 		if e, _ := l["error"].(string); strings.Contains(e, what) && (l["level"] == "WARN" || l["level"] == "ERROR") {
 			return
 		}
 	}
-	t.Errorf("no %s line at warning level mentioning %q in the log:\n%s", event, what, d.logs.String())
+	t.Errorf("no %s line at warning level mentioning %q in the log:\n%s", event, what, d.Logs.String())
 }
 
 // TestBrokenConsoleBodyWarns_S9: a console that breaks its response body half-way is an
@@ -45,9 +48,9 @@ func TestBrokenConsoleBodyWarns_S9(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	conn := d.dial(t)
+	conn := d.Dial()
 	defer conn.Close()
-	io.WriteString(conn, crlf(serveReq("GET", "/c/broken/page")))
+	io.WriteString(conn, rawhttp.CRLF(doortest.ServeReq("GET", "/c/broken/page")))
 	// The caller may get the head and part of the body, or nothing: never an answer that
 	// looks whole.
 	if resp, err := http.ReadResponse(bufio.NewReader(conn), nil); err == nil {
@@ -76,7 +79,7 @@ func TestPanicWarns_S9(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(waitLimit))
+	conn.SetDeadline(time.Now().Add(doortest.WaitLimit))
 	io.WriteString(conn, "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
 	if b, _ := io.ReadAll(conn); len(b) != 0 {
 		t.Errorf("a panicking handler answered %q", b)

@@ -3,6 +3,8 @@ package supervisor
 import (
 	"net/http"
 	"testing"
+
+	"github.com/phase-console/fleet/internal/doortest"
 )
 
 // TestHooksRefused_S7: /c/<id>/hooks and everything below it is 403 hooks through the door,
@@ -14,39 +16,39 @@ func TestHooksRefused_S7(t *testing.T) {
 		name string
 		req  string
 	}{
-		{"S7 hooks", serveReq("GET", "/c/alpha/hooks")},
-		{"S7 hooks/", serveReq("GET", "/c/alpha/hooks/")},
-		{"S7 hooks below", serveReq("GET", "/c/alpha/hooks/permission-request")},
-		{"S7 HOOKS/x", serveReq("GET", "/c/alpha/HOOKS/x")},
-		{"S7 HoOkS", serveReq("GET", "/c/alpha/HoOkS")},
-		{"S7 %68ooks", serveReq("GET", "/c/alpha/%68ooks")},
-		{"S7 hoo%4Bs", serveReq("GET", "/c/alpha/hoo%4Bs")},
-		{"S7 %68%6F%6F%6B%73 all encoded", serveReq("GET", "/c/alpha/%68%6F%6F%6B%73/x")},
-		{"S7 Kelvin sign encoded hoo%E2%84%AAs", serveReq("GET", "/c/alpha/hoo%E2%84%AAs")},
-		{"S7 Kelvin sign raw", serveReq("GET", "/c/alpha/hoo\u212As/x")},
-		{"S7 long s encoded hook%C5%BF", serveReq("GET", "/c/alpha/hook%C5%BF")},
-		{"S7 upper-case id", serveReq("GET", "/c/ALPHA/hooks")},
-		{"S7 encoded id", serveReq("GET", "/c/%61lpha/hooks")},
-		{"S7 upper-case C", serveReq("GET", "/C/alpha/hooks")},
-		{"S7 with a query", serveReq("GET", "/c/alpha/hooks?x=/y")},
-		{"S7 unknown console", serveReq("GET", "/c/nobody/hooks")},
+		{"S7 hooks", doortest.ServeReq("GET", "/c/alpha/hooks")},
+		{"S7 hooks/", doortest.ServeReq("GET", "/c/alpha/hooks/")},
+		{"S7 hooks below", doortest.ServeReq("GET", "/c/alpha/hooks/permission-request")},
+		{"S7 HOOKS/x", doortest.ServeReq("GET", "/c/alpha/HOOKS/x")},
+		{"S7 HoOkS", doortest.ServeReq("GET", "/c/alpha/HoOkS")},
+		{"S7 %68ooks", doortest.ServeReq("GET", "/c/alpha/%68ooks")},
+		{"S7 hoo%4Bs", doortest.ServeReq("GET", "/c/alpha/hoo%4Bs")},
+		{"S7 %68%6F%6F%6B%73 all encoded", doortest.ServeReq("GET", "/c/alpha/%68%6F%6F%6B%73/x")},
+		{"S7 Kelvin sign encoded hoo%E2%84%AAs", doortest.ServeReq("GET", "/c/alpha/hoo%E2%84%AAs")},
+		{"S7 Kelvin sign raw", doortest.ServeReq("GET", "/c/alpha/hoo\u212As/x")},
+		{"S7 long s encoded hook%C5%BF", doortest.ServeReq("GET", "/c/alpha/hook%C5%BF")},
+		{"S7 upper-case id", doortest.ServeReq("GET", "/c/ALPHA/hooks")},
+		{"S7 encoded id", doortest.ServeReq("GET", "/c/%61lpha/hooks")},
+		{"S7 upper-case C", doortest.ServeReq("GET", "/C/alpha/hooks")},
+		{"S7 with a query", doortest.ServeReq("GET", "/c/alpha/hooks?x=/y")},
+		{"S7 unknown console", doortest.ServeReq("GET", "/c/nobody/hooks")},
 		{"S7 unverified caller", "GET /c/alpha/hooks HTTP/1.1\nHost: 127.0.0.1\n\n"},
-		{"S7 GET", serveReq("GET", "/c/alpha/hooks/permission-request")},
-		{"S7 HEAD", serveReq("HEAD", "/c/alpha/hooks/permission-request")},
-		{"S7 POST", serveReq("POST", "/c/alpha/hooks/permission-request", "Content-Type: application/json", "Content-Length: 2") + "{}"},
-		{"S7 PUT", serveReq("PUT", "/c/alpha/hooks/x", "Content-Length: 0")},
-		{"S7 DELETE", serveReq("DELETE", "/c/alpha/hooks/x")},
-		{"S7 OPTIONS", serveReq("OPTIONS", "/c/alpha/hooks/x")},
-		{"S7 PATCH", serveReq("PATCH", "/c/alpha/hooks/x", "Content-Length: 0")},
-		{"S7 TRACE", serveReq("TRACE", "/c/alpha/hooks/x")},
-		{"S7 odd method", serveReq("FROB", "/c/alpha/hooks/x")},
-		{"S7 CONNECT", serveReq("CONNECT", "/c/alpha/hooks/x")},
-		{"S7 WebSocket upgrade", serveReq("GET", "/c/alpha/hooks/ws",
+		{"S7 GET", doortest.ServeReq("GET", "/c/alpha/hooks/permission-request")},
+		{"S7 HEAD", doortest.ServeReq("HEAD", "/c/alpha/hooks/permission-request")},
+		{"S7 POST", doortest.ServeReq("POST", "/c/alpha/hooks/permission-request", "Content-Type: application/json", "Content-Length: 2") + "{}"},
+		{"S7 PUT", doortest.ServeReq("PUT", "/c/alpha/hooks/x", "Content-Length: 0")},
+		{"S7 DELETE", doortest.ServeReq("DELETE", "/c/alpha/hooks/x")},
+		{"S7 OPTIONS", doortest.ServeReq("OPTIONS", "/c/alpha/hooks/x")},
+		{"S7 PATCH", doortest.ServeReq("PATCH", "/c/alpha/hooks/x", "Content-Length: 0")},
+		{"S7 TRACE", doortest.ServeReq("TRACE", "/c/alpha/hooks/x")},
+		{"S7 odd method", doortest.ServeReq("FROB", "/c/alpha/hooks/x")},
+		{"S7 CONNECT", doortest.ServeReq("CONNECT", "/c/alpha/hooks/x")},
+		{"S7 WebSocket upgrade", doortest.ServeReq("GET", "/c/alpha/hooks/ws",
 			"Connection: Upgrade", "Upgrade: websocket", "Sec-WebSocket-Version: 13", "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==")},
 	}
 	for _, row := range rows {
 		t.Run(row.name, func(t *testing.T) {
-			d.wantRejected(t, row.req, http.StatusForbidden, "hooks")
+			d.WantRejected(t, row.req, http.StatusForbidden, "hooks")
 		})
 	}
 }
@@ -104,7 +106,7 @@ func TestNonCanonicalPathRefused_S7(t *testing.T) {
 	}
 	for _, row := range rows {
 		t.Run(row.name, func(t *testing.T) {
-			d.wantRejected(t, serveReq("GET", row.path), http.StatusBadRequest, "bad-path")
+			d.WantRejected(t, doortest.ServeReq("GET", row.path), http.StatusBadRequest, "bad-path")
 		})
 	}
 }
@@ -140,8 +142,8 @@ func TestCanonicalPathForwardedAsJudged_S7(t *testing.T) {
 	}
 	for _, row := range rows {
 		t.Run(row.name, func(t *testing.T) {
-			before := d.alpha.count()
-			s := d.wantForwarded(t, d.raw(serveReq("GET", row.path)), before, alice, row.want)
+			before := d.Alpha.Count()
+			s := d.WantForwarded(t, d.Raw(doortest.ServeReq("GET", row.path)), before, doortest.Alice, row.want)
 			if got := s.Header.Get("X-Forwarded-Prefix"); got != "/c/alpha" {
 				t.Errorf("console saw X-Forwarded-Prefix %q, want /c/alpha", got)
 			}
@@ -159,7 +161,7 @@ func TestUnknownConsole_S7(t *testing.T) {
 		{"S7 63-char id", "/c/" + "a123456789b123456789c123456789d123456789e123456789f123456789abc" + "/x"},
 	} {
 		t.Run(row.name, func(t *testing.T) {
-			d.wantRejected(t, serveReq("GET", row.path), http.StatusNotFound, "unknown-console")
+			d.WantRejected(t, doortest.ServeReq("GET", row.path), http.StatusNotFound, "unknown-console")
 		})
 	}
 }
@@ -178,12 +180,12 @@ func TestMalformedRequestTargetRefused_S7(t *testing.T) {
 		{"S7 raw DEL", "/c/alpha/a\x7fb"},
 	} {
 		t.Run(row.name, func(t *testing.T) {
-			before := d.alpha.count()
-			r := d.rawAs(serveReq("GET", row.path))
-			if r.status != http.StatusBadRequest {
-				t.Errorf("got %d %q, want 400", r.status, r.reason)
+			before := d.Alpha.Count()
+			r := d.RawAs(doortest.ServeReq("GET", row.path))
+			if r.Status != http.StatusBadRequest {
+				t.Errorf("got %d %q, want 400", r.Status, r.Reason)
 			}
-			if d.alpha.count() != before {
+			if d.Alpha.Count() != before {
 				t.Error("the console saw the request")
 			}
 		})
@@ -201,23 +203,23 @@ func TestHooksFirst_S7(t *testing.T) {
 		status int
 		reason string
 	}{
-		{"S7 hooks + h2c", serveReq("GET", "/c/alpha/hooks", "Connection: Upgrade, HTTP2-Settings", "Upgrade: h2c", "HTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA"), 403, "hooks"},
-		{"S7 hooks + Upgrade: h2c alone", serveReq("GET", "/c/alpha/hooks/x", "Upgrade: h2c"), 403, "hooks"},
-		{"S7 hooks + foreign Origin", serveReq("POST", "/c/alpha/hooks/permission-request", "Origin: https://evil.example", "Content-Length: 0"), 403, "hooks"},
-		{"S7 hooks + Origin: null", serveReq("GET", "/c/alpha/hooks", "Origin: null"), 403, "hooks"},
-		{"S7 hooks + WebSocket from a foreign Origin", serveReq("GET", "/c/alpha/hooks/ws", "Connection: Upgrade", "Upgrade: websocket",
+		{"S7 hooks + h2c", doortest.ServeReq("GET", "/c/alpha/hooks", "Connection: Upgrade, HTTP2-Settings", "Upgrade: h2c", "HTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA"), 403, "hooks"},
+		{"S7 hooks + Upgrade: h2c alone", doortest.ServeReq("GET", "/c/alpha/hooks/x", "Upgrade: h2c"), 403, "hooks"},
+		{"S7 hooks + foreign Origin", doortest.ServeReq("POST", "/c/alpha/hooks/permission-request", "Origin: https://evil.example", "Content-Length: 0"), 403, "hooks"},
+		{"S7 hooks + Origin: null", doortest.ServeReq("GET", "/c/alpha/hooks", "Origin: null"), 403, "hooks"},
+		{"S7 hooks + WebSocket from a foreign Origin", doortest.ServeReq("GET", "/c/alpha/hooks/ws", "Connection: Upgrade", "Upgrade: websocket",
 			"Sec-WebSocket-Version: 13", wsKey, "Origin: https://evil.example"), 403, "hooks"},
-		{"S7 hooks + WebSocket", serveReq("GET", "/c/alpha/HOOKS/ws", "Connection: Upgrade", "Upgrade: websocket", "Sec-WebSocket-Version: 13", wsKey), 403, "hooks"},
-		{"S7 bad-path + h2c is still bad-path", serveReq("GET", "/c/alpha/hooks/..%2fx", "Upgrade: h2c"), 400, "bad-path"},
-		{"S7 bad-path + foreign Origin is still bad-path", serveReq("GET", "/c/alpha//hooks", "Origin: https://evil.example"), 400, "bad-path"},
-		{"S3 assertion-sent comes before hooks", serveReq("GET", "/c/alpha/hooks", "X-Phase-Console-Fleet-Login: bob@example.com", "Upgrade: h2c"), 400, "assertion-sent"},
-		{"S10 host comes before hooks", serveReqHost("GET", "/c/alpha/hooks", "evil.example", "Upgrade: h2c"), 421, "host"},
-		{"S9 not hooks: h2c is bad-upgrade", serveReq("GET", "/c/alpha/x", "Upgrade: h2c"), 400, "bad-upgrade"},
-		{"S12 not hooks: foreign Origin is cross-origin", serveReq("GET", "/c/alpha/x", "Origin: https://evil.example"), 403, "cross-origin"},
+		{"S7 hooks + WebSocket", doortest.ServeReq("GET", "/c/alpha/HOOKS/ws", "Connection: Upgrade", "Upgrade: websocket", "Sec-WebSocket-Version: 13", wsKey), 403, "hooks"},
+		{"S7 bad-path + h2c is still bad-path", doortest.ServeReq("GET", "/c/alpha/hooks/..%2fx", "Upgrade: h2c"), 400, "bad-path"},
+		{"S7 bad-path + foreign Origin is still bad-path", doortest.ServeReq("GET", "/c/alpha//hooks", "Origin: https://evil.example"), 400, "bad-path"},
+		{"S3 assertion-sent comes before hooks", doortest.ServeReq("GET", "/c/alpha/hooks", "X-Phase-Console-Fleet-Login: bob@example.com", "Upgrade: h2c"), 400, "assertion-sent"},
+		{"S10 host comes before hooks", doortest.ServeReqHost("GET", "/c/alpha/hooks", "evil.example", "Upgrade: h2c"), 421, "host"},
+		{"S9 not hooks: h2c is bad-upgrade", doortest.ServeReq("GET", "/c/alpha/x", "Upgrade: h2c"), 400, "bad-upgrade"},
+		{"S12 not hooks: foreign Origin is cross-origin", doortest.ServeReq("GET", "/c/alpha/x", "Origin: https://evil.example"), 403, "cross-origin"},
 	}
 	for _, row := range rows {
 		t.Run(row.name, func(t *testing.T) {
-			d.wantRejected(t, row.req, row.status, row.reason)
+			d.WantRejected(t, row.req, row.status, row.reason)
 		})
 	}
 }

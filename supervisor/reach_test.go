@@ -25,13 +25,13 @@ import (
 // reachStatus is GET /fleet/v1/reach with the bearer, decoded.
 func reachStatus(t *testing.T, d *door) ReachStatus {
 	t.Helper()
-	r := d.raw(d.localReq("GET", "/fleet/v1/reach", "", d.bearer()))
-	if r.status != http.StatusOK {
-		t.Fatalf("GET /fleet/v1/reach: %d %q", r.status, r.reason)
+	r := d.Raw(d.localReq("GET", "/fleet/v1/reach", "", d.bearer()))
+	if r.Status != http.StatusOK {
+		t.Fatalf("GET /fleet/v1/reach: %d %q", r.Status, r.Reason)
 	}
 	var st ReachStatus
-	if err := json.Unmarshal([]byte(r.body), &st); err != nil {
-		t.Fatalf("GET /fleet/v1/reach: %v in %q", err, r.body)
+	if err := json.Unmarshal([]byte(r.Body), &st); err != nil {
+		t.Fatalf("GET /fleet/v1/reach: %v in %q", err, r.Body)
 	}
 	return st
 }
@@ -77,8 +77,8 @@ func reachGet(t *testing.T, addr, target string, extra ...string) int {
 // wantLoopbackServes: the loopback door answers its API throughout.
 func wantLoopbackServes(t *testing.T, d *door, when string) {
 	t.Helper()
-	if r := d.raw(d.localReq("GET", "/fleet/v1/consoles", "", d.bearer())); r.status != http.StatusOK {
-		t.Fatalf("%s: the loopback door answered %d %q", when, r.status, r.reason)
+	if r := d.Raw(d.localReq("GET", "/fleet/v1/consoles", "", d.bearer())); r.Status != http.StatusOK {
+		t.Fatalf("%s: the loopback door answered %d %q", when, r.Status, r.Reason)
 	}
 }
 
@@ -110,11 +110,11 @@ func TestReachReload_R1(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	before := d.alpha.count()
+	before := d.Alpha.Count()
 	if got := reachGet(t, first, "/c/alpha/x", "Cookie: "+pairing.CookieName+"="+cred); got != http.StatusOK {
 		t.Fatalf("a paired device through the reach door: %d", got)
 	}
-	if s, _ := d.alpha.last(); d.alpha.count() != before+1 || s.Header.Get("X-Phase-Console-Fleet-Login") != dev.Login() {
+	if s, _ := d.Alpha.Last(); d.Alpha.Count() != before+1 || s.Header.Get("X-Phase-Console-Fleet-Login") != dev.Login() {
 		t.Fatalf("the console saw login %q, want %q", s.Header.Get("X-Phase-Console-Fleet-Login"), dev.Login())
 	}
 	if st := reachStatus(t, d); st.Devices != 1 {
@@ -136,7 +136,7 @@ func TestReachReload_R1(t *testing.T) {
 	wantLoopbackServes(t, d, "door moved")
 
 	// A wildcard is refused (R2): the door closes, and says why, naming the key.
-	logsBefore := len(d.logs.Events("fleet.reach-closed"))
+	logsBefore := len(d.Logs.Events("fleet.reach-closed"))
 	_, port, _ := net.SplitHostPort(second)
 	writeReachProfile(t, d, "0.0.0.0:"+port)
 	d.srv.ReloadReach()
@@ -147,7 +147,7 @@ func TestReachReload_R1(t *testing.T) {
 	if got := reachGet(t, second, "/ca.crt"); got != 0 {
 		t.Errorf("a refused profile left the door answering: %d", got)
 	}
-	lines := d.logs.Events("fleet.reach-closed")
+	lines := d.Logs.Events("fleet.reach-closed")
 	if len(lines) != logsBefore+1 || lines[len(lines)-1]["key"] != "reach.listen" || lines[len(lines)-1]["level"] != "WARN" {
 		t.Errorf("log: %v, want one Warn line naming reach.listen", lines[logsBefore:])
 	}
@@ -236,7 +236,7 @@ func TestReachDoorRetriedUntilItOpens_R1(t *testing.T) {
 	if st := reachStatus(t, d); st.Open {
 		t.Fatalf("opened while held: %+v", st)
 	}
-	if lines := d.logs.Events("fleet.reach-closed"); len(lines) != 1 || lines[0]["level"] != "WARN" {
+	if lines := d.Logs.Events("fleet.reach-closed"); len(lines) != 1 || lines[0]["level"] != "WARN" {
 		t.Errorf("a failure that repeats: %d fleet.reach-closed lines %v, want one Warn line", len(lines), lines)
 	}
 
@@ -249,14 +249,14 @@ func TestReachDoorRetriedUntilItOpens_R1(t *testing.T) {
 	if got := reachGet(t, listen, "/ca.crt"); got != http.StatusOK {
 		t.Fatalf("GET /ca.crt on the retried door: %d", got)
 	}
-	opened := len(d.logs.Events("fleet.reach-open"))
+	opened := len(d.Logs.Events("fleet.reach-open"))
 	for range 3 {
 		d.srv.pollReach()
 	}
 	if st := reachStatus(t, d); !st.Open || st.Fingerprint == "" {
 		t.Fatalf("an open door after more polls: %+v", st)
 	}
-	if n := len(d.logs.Events("fleet.reach-open")); n != opened {
+	if n := len(d.Logs.Events("fleet.reach-open")); n != opened {
 		t.Errorf("polls reopened an open door: %d fleet.reach-open lines, want %d", n, opened)
 	}
 	wantLoopbackServes(t, d, "door retried")

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/phase-console/fleet/internal/doortest"
 	"github.com/phase-console/fleet/internal/fulldisk"
 	"github.com/phase-console/fleet/internal/state"
 )
@@ -174,7 +175,7 @@ func TestFullDiskRegistry_F2(t *testing.T) {
 // is not routed and consoles.json is as it was.
 func TestFullDiskRegisterThroughDoor_F2(t *testing.T) {
 	mnt := fulldisk.Mount(t, 64<<10)
-	d := startDoorAt(t, filepath.Join(mnt, "state"), newFakeTailnet())
+	d := startDoorAt(t, filepath.Join(mnt, "state"), doortest.NewFakeTailscaled())
 	path := filepath.Join(state.FleetDir(d.home), state.RegistryFile)
 	old, err := os.ReadFile(path)
 	if err != nil {
@@ -182,7 +183,7 @@ func TestFullDiskRegisterThroughDoor_F2(t *testing.T) {
 	}
 	filler := fulldisk.Fill(t, mnt, 0)
 	defer os.Remove(filler)
-	d.wantRejected(t, d.localReq("POST", "/fleet/v1/consoles", `{"id":"beta","addr":"127.0.0.1:9001"}`, d.bearer()),
+	d.WantRejected(t, d.localReq("POST", "/fleet/v1/consoles", `{"id":"beta","addr":"127.0.0.1:9001"}`, d.bearer()),
 		http.StatusInternalServerError, "registry")
 	if _, ok := d.srv.registry.Get("beta"); ok {
 		t.Error("the refused registration is routed")
@@ -190,8 +191,8 @@ func TestFullDiskRegisterThroughDoor_F2(t *testing.T) {
 	if b, _ := os.ReadFile(path); !bytes.Equal(b, old) {
 		t.Fatalf("consoles.json changed on a full disk: %q, was %q", b, old)
 	}
-	if r := d.raw(serveReq("GET", "/c/alpha/still")); r.status != http.StatusOK {
-		t.Fatalf("alpha after the refused registration: %d %q", r.status, r.reason)
+	if r := d.Raw(doortest.ServeReq("GET", "/c/alpha/still")); r.Status != http.StatusOK {
+		t.Fatalf("alpha after the refused registration: %d %q", r.Status, r.Reason)
 	}
 }
 

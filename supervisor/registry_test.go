@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/phase-console/fleet/internal/doortest"
 	"github.com/phase-console/fleet/internal/state"
 )
 
@@ -175,7 +176,7 @@ func TestGetNotBlockedByWrite_S8(t *testing.T) {
 		if c.Addr != "127.0.0.1:9001" {
 			t.Errorf("during the write Get gave %q, want the old addr", c.Addr)
 		}
-	case <-time.After(waitLimit):
+	case <-time.After(doortest.WaitLimit):
 		t.Error("S8 Get waited for a registry write")
 	}
 	close(w.release)
@@ -227,7 +228,7 @@ func (d *heldDial) probed(t *testing.T) string {
 	select {
 	case addr := <-d.asked:
 		return addr
-	case <-time.After(waitLimit):
+	case <-time.After(doortest.WaitLimit):
 		t.Fatal("S8 no probe was started")
 		return ""
 	}
@@ -328,7 +329,7 @@ func BenchmarkRegistryGet(b *testing.B) {
 // API says "health" beside the older "up".
 func TestIndexShowsHealth_S8(t *testing.T) {
 	var b strings.Builder
-	err := indexPage.Execute(&b, map[string]any{"Login": alice, "Consoles": []ConsoleStatus{
+	err := indexPage.Execute(&b, map[string]any{"Login": doortest.Alice, "Consoles": []ConsoleStatus{
 		{Console: Console{ID: "new"}, Health: HealthUnknown, URL: "/c/new/"},
 		{Console: Console{ID: "live"}, Health: HealthUp, Up: true, URL: "/c/live/"},
 		{Console: Console{ID: "gone"}, Health: HealthDown, URL: "/c/gone/"},
@@ -347,7 +348,7 @@ func TestIndexShowsHealth_S8(t *testing.T) {
 	}
 	d := startDoor(t)
 	d.srv.registry.probes.Wait()
-	body := d.raw(d.localReq("GET", "/fleet/v1/consoles", "", d.bearer())).body
+	body := d.Raw(d.localReq("GET", "/fleet/v1/consoles", "", d.bearer())).Body
 	if !strings.Contains(body, `"health": "up"`) || !strings.Contains(body, `"up": true`) {
 		t.Errorf(`S8 the API listing lacks "health": "up" beside "up": true: %s`, body)
 	}

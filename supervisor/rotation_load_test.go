@@ -19,6 +19,7 @@ import (
 
 	"github.com/phase-console/fleet/console"
 	"github.com/phase-console/fleet/console/refconsole"
+	"github.com/phase-console/fleet/internal/doortest"
 	"github.com/phase-console/fleet/internal/state"
 )
 
@@ -64,10 +65,10 @@ func TestTokenRotationUnderLoad_C1_F2(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	tokens := []string{d.token}       // tokens[i]: the token after i rotations
+	tokens := []string{d.Token}       // tokens[i]: the token after i rotations
 	var dead atomic.Pointer[[]string] // tokens the console must never believe again
 	dead.Store(&[]string{})
-	forged := flipFirstChar(d.token)
+	forged := flipFirstChar(d.Token)
 
 	// The callers through the door.
 	type caller struct {
@@ -75,7 +76,7 @@ func TestTokenRotationUnderLoad_C1_F2(t *testing.T) {
 		keepAlive bool
 	}
 	var callers []caller
-	for _, who := range []struct{ login, ip string }{{alice, aliceIP}, {bob, bobIP}} {
+	for _, who := range []struct{ login, ip string }{{doortest.Alice, doortest.AliceIP}, {doortest.Bob, doortest.BobIP}} {
 		callers = append(callers, caller{who.login, who.ip, true}, caller{who.login, who.ip, true}, caller{who.login, who.ip, false})
 	}
 	var (
@@ -101,7 +102,7 @@ func TestTokenRotationUnderLoad_C1_F2(t *testing.T) {
 				}
 			}()
 			req := fmt.Sprintf("GET /c/ref/whoami HTTP/1.1\r\nHost: %s\r\nX-Forwarded-For: %s\r\nX-Forwarded-Host: %s\r\n"+
-				"X-Forwarded-Proto: https\r\nTailscale-User-Login: %s\r\n\r\n", tsName, c.ip, tsName, c.login)
+				"X-Forwarded-Proto: https\r\nTailscale-User-Login: %s\r\n\r\n", doortest.TSName, c.ip, doortest.TSName, c.login)
 			for {
 				select {
 				case <-stop:
@@ -111,7 +112,7 @@ func TestTokenRotationUnderLoad_C1_F2(t *testing.T) {
 				began := gen.Load()
 				if conn == nil {
 					var err error
-					if conn, err = net.Dial("tcp", d.addr); err != nil {
+					if conn, err = net.Dial("tcp", d.Addr); err != nil {
 						fails.add("caller %d: dial: %v", i, err)
 						continue
 					}
@@ -149,7 +150,7 @@ func TestTokenRotationUnderLoad_C1_F2(t *testing.T) {
 			if old := *dead.Load(); len(old) > 0 && n%2 == 0 {
 				tok = old[n/2%len(old)]
 			}
-			status, reason, err := ref.direct(tok, alice)
+			status, reason, err := ref.direct(tok, doortest.Alice)
 			probes.Add(1)
 			if err != nil || status != http.StatusUnauthorized || reason != console.ReasonBadToken {
 				fails.add("a stale or forged token straight to the console: %d %q %v, want 401 %s", status, reason, err, console.ReasonBadToken)
@@ -191,7 +192,7 @@ func TestTokenRotationUnderLoad_C1_F2(t *testing.T) {
 		rounds(fmt.Sprintf("load right after rotation %d", i))
 		if i%2 == 0 {
 			// The console first: a peer that carries the new token makes it re-read the file.
-			if status, _, err := ref.direct(next, alice); err != nil || status != 200 {
+			if status, _, err := ref.direct(next, doortest.Alice); err != nil || status != 200 {
 				t.Fatalf("rotation %d: the new token straight to the console: %d %v", i, status, err)
 			}
 			rounds(fmt.Sprintf("rotation %d: the console moved, the supervisor not yet", i))
@@ -222,21 +223,21 @@ func TestTokenRotationUnderLoad_C1_F2(t *testing.T) {
 	// The grace, at its edge: still believed just within it, refused from its end (C1).
 	last, prev := tokens[rotations], tokens[rotations-1]
 	clock.Add(state.RotationGrace - time.Nanosecond)
-	if status, _, err := ref.direct(prev, alice); err != nil || status != 200 {
+	if status, _, err := ref.direct(prev, doortest.Alice); err != nil || status != 200 {
 		t.Errorf("the previous token just within the grace: %d %v, want 200", status, err)
 	}
 	clock.Add(time.Nanosecond)
 	for i, tok := range append(tokens[:rotations:rotations], forged) {
-		if status, reason, err := ref.direct(tok, alice); err != nil || status != http.StatusUnauthorized || reason != console.ReasonBadToken {
+		if status, reason, err := ref.direct(tok, doortest.Alice); err != nil || status != http.StatusUnauthorized || reason != console.ReasonBadToken {
 			t.Errorf("token %d after the grace: %d %q %v, want 401 %s", i, status, reason, err, console.ReasonBadToken)
 		}
 	}
-	if status, _, err := ref.direct(last, alice); err != nil || status != 200 {
+	if status, _, err := ref.direct(last, doortest.Alice); err != nil || status != 200 {
 		t.Errorf("the current token after the grace: %d %v, want 200", status, err)
 	}
 	// And through the door, the current token is still the one sent.
-	if r := d.raw(serveReq("GET", "/c/ref/whoami")); r.status != 200 {
-		t.Errorf("through the door after the grace: %d %q", r.status, r.reason)
+	if r := d.Raw(doortest.ServeReq("GET", "/c/ref/whoami")); r.Status != 200 {
+		t.Errorf("through the door after the grace: %d %q", r.Status, r.Reason)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/phase-console/fleet/internal/doortest"
 	"github.com/phase-console/fleet/internal/rawhttp"
 )
 
@@ -45,7 +46,7 @@ func newRawConsole(t testing.TB) *rawConsole {
 				return
 			}
 			go func() {
-				conn.SetDeadline(time.Now().Add(waitLimit))
+				conn.SetDeadline(time.Now().Add(doortest.WaitLimit))
 				br := bufio.NewReader(conn)
 				req, err := http.ReadRequest(br)
 				if err != nil {
@@ -69,7 +70,7 @@ func (c *rawConsole) next(t testing.TB) *consoleSide {
 	case s := <-c.conns:
 		t.Cleanup(func() { s.Close() })
 		return s
-	case <-time.After(waitLimit):
+	case <-time.After(doortest.WaitLimit):
 		t.Fatal("gave up waiting for a request at the console")
 		return nil
 	}
@@ -80,7 +81,7 @@ var switching = rawhttp.SwitchingHead(strings.TrimPrefix(wsKey, "Sec-WebSocket-K
 
 // wsReq is a WebSocket handshake as Serve passes it on for alice.
 func wsReq(path string, extra ...string) string {
-	return crlf(serveReq("GET", path, append([]string{"Connection: Upgrade", "Upgrade: websocket",
+	return rawhttp.CRLF(doortest.ServeReq("GET", path, append([]string{"Connection: Upgrade", "Upgrade: websocket",
 		"Sec-WebSocket-Version: 13", wsKey}, extra...)...))
 }
 
@@ -116,7 +117,7 @@ func wantEnd(t *testing.T, r io.Reader, who string) {
 // (after the 101) and the console's.
 func upgradeThrough(t *testing.T, d *door, c *rawConsole, path string) (net.Conn, *bufio.Reader, *consoleSide) {
 	t.Helper()
-	conn := d.dial(t)
+	conn := d.Dial()
 	t.Cleanup(func() { conn.Close() })
 	io.WriteString(conn, wsReq(path))
 	side := c.next(t)
@@ -136,13 +137,13 @@ func TestUpgradeBytesInTheHandshakePacket_S9(t *testing.T) {
 	d := startDoor(t)
 	c := d.addRawConsole(t, "raw")
 
-	conn := d.dial(t)
+	conn := d.Dial()
 	defer conn.Close()
 	if _, err := io.WriteString(conn, wsReq("/c/raw/ws")+"caller-first"); err != nil {
 		t.Fatal(err)
 	}
 	side := c.next(t)
-	if got := side.req.Header.Get("X-Phase-Console-Fleet-Login"); got != alice || side.req.URL.Path != "/ws" {
+	if got := side.req.Header.Get("X-Phase-Console-Fleet-Login"); got != doortest.Alice || side.req.URL.Path != "/ws" {
 		t.Fatalf("console saw %q as %q", side.req.URL.Path, got)
 	}
 	if _, err := io.WriteString(side, switching+"console-first"); err != nil {
@@ -193,7 +194,7 @@ func TestUpgradeHalfClose_S9(t *testing.T) {
 func TestUpgradeDeclined_S9(t *testing.T) {
 	d := startDoor(t)
 	c := d.addRawConsole(t, "raw")
-	conn := d.dial(t)
+	conn := d.Dial()
 	defer conn.Close()
 	io.WriteString(conn, wsReq("/c/raw/ws"))
 	side := c.next(t)
@@ -208,15 +209,15 @@ func TestUpgradeDeclined_S9(t *testing.T) {
 		t.Fatalf("got %d %q %v, want the console's 403", resp.StatusCode, body, resp.Header)
 	}
 	// The same connection carries the next request, to another console.
-	before := d.alpha.count()
-	io.WriteString(conn, crlf(serveReq("GET", "/c/alpha/next")))
+	before := d.Alpha.Count()
+	io.WriteString(conn, rawhttp.CRLF(doortest.ServeReq("GET", "/c/alpha/next")))
 	resp, err = http.ReadResponse(br, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK || d.alpha.count() != before+1 {
-		t.Fatalf("next request: %d, console saw %d", resp.StatusCode, d.alpha.count()-before)
+	if resp.StatusCode != http.StatusOK || d.Alpha.Count() != before+1 {
+		t.Fatalf("next request: %d, console saw %d", resp.StatusCode, d.Alpha.Count()-before)
 	}
 }
 
@@ -229,7 +230,7 @@ func TestUpgradeWrongSwitch_S9(t *testing.T) {
 		"HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n\r\n",
 		"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n",
 	} {
-		conn := d.dial(t)
+		conn := d.Dial()
 		defer conn.Close()
 		io.WriteString(conn, wsReq("/c/raw/ws"))
 		side := c.next(t)
@@ -253,15 +254,15 @@ func TestUpgradeRefusals_S9(t *testing.T) {
 		name string
 		req  string
 	}{
-		{"S9 h2c", serveReq("GET", "/c/alpha/x", "Connection: Upgrade, HTTP2-Settings", "Upgrade: h2c", "HTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA")},
-		{"S9 websocket with a body", serveReq("GET", "/c/alpha/ws", "Connection: Upgrade", "Upgrade: websocket",
+		{"S9 h2c", doortest.ServeReq("GET", "/c/alpha/x", "Connection: Upgrade, HTTP2-Settings", "Upgrade: h2c", "HTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA")},
+		{"S9 websocket with a body", doortest.ServeReq("GET", "/c/alpha/ws", "Connection: Upgrade", "Upgrade: websocket",
 			"Sec-WebSocket-Version: 13", wsKey, "Content-Length: 5") + "hello"},
-		{"S9 websocket with a chunked body", serveReq("POST", "/c/alpha/ws", "Connection: Upgrade", "Upgrade: websocket",
+		{"S9 websocket with a chunked body", doortest.ServeReq("POST", "/c/alpha/ws", "Connection: Upgrade", "Upgrade: websocket",
 			"Sec-WebSocket-Version: 13", wsKey, "Transfer-Encoding: chunked") + "5\nhello\n0\n\n"},
 	}
 	for _, row := range rows {
 		t.Run(row.name, func(t *testing.T) {
-			d.wantRejected(t, row.req, http.StatusBadRequest, "bad-upgrade")
+			d.WantRejected(t, row.req, http.StatusBadRequest, "bad-upgrade")
 		})
 	}
 }
@@ -355,8 +356,8 @@ func TestUpgradeThroughUnixDoor_S9(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(waitLimit))
-	io.WriteString(conn, crlf("GET /c/raw/ws HTTP/1.1\nHost: localhost\nX-Forwarded-Host: "+uxSupName+
+	conn.SetDeadline(time.Now().Add(doortest.WaitLimit))
+	io.WriteString(conn, rawhttp.CRLF("GET /c/raw/ws HTTP/1.1\nHost: localhost\nX-Forwarded-Host: "+uxSupName+
 		"\nX-Forwarded-For: "+uxUserIP+"\nX-Forwarded-Proto: https\nTailscale-User-Login: "+uxUserLogin+
 		"\nConnection: Upgrade\nUpgrade: websocket\nSec-WebSocket-Version: 13\n"+wsKey+"\n\n"))
 	side := c.next(t)

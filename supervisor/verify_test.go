@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/phase-console/fleet/internal/doortest"
 )
 
 // TestCallerVerified_S5: the index page names the verified caller, and is refused to anyone
@@ -18,21 +20,21 @@ func TestCallerVerified_S5(t *testing.T) {
 		status int
 		reason string
 	}{
-		{"S5 index page verified", serveReq("GET", "/", "Accept: application/json"), 200, ""},
-		{"S5 index page unverified", strings.Replace(serveReq("GET", "/"), aliceIP, "100.64.0.99", 1), 401, "unverified"},
+		{"S5 index page verified", doortest.ServeReq("GET", "/", "Accept: application/json"), 200, ""},
+		{"S5 index page unverified", strings.Replace(doortest.ServeReq("GET", "/"), doortest.AliceIP, "100.64.0.99", 1), 401, "unverified"},
 	}
 	for _, row := range rows {
 		t.Run(row.name, func(t *testing.T) {
-			before := d.alpha.count()
-			r := d.raw(row.req)
+			before := d.Alpha.Count()
+			r := d.Raw(row.req)
 			if row.status != 200 {
-				d.wantRefused(t, r, before, row.status, row.reason)
+				d.WantRefused(t, r, before, row.status, row.reason)
 				return
 			}
-			if r.status != 200 || !strings.Contains(r.body, alice) || !strings.Contains(r.body, "/c/alpha/") {
-				t.Errorf("index: %d %q", r.status, r.body)
+			if r.Status != 200 || !strings.Contains(r.Body, doortest.Alice) || !strings.Contains(r.Body, "/c/alpha/") {
+				t.Errorf("index: %d %q", r.Status, r.Body)
 			}
-			if strings.Contains(r.body, d.alpha.addr()) {
+			if strings.Contains(r.Body, d.Alpha.Addr()) {
 				t.Error("index shows the console's loopback address")
 			}
 		})
@@ -43,9 +45,9 @@ func TestCallerVerified_S5(t *testing.T) {
 // package tailnet's).
 func TestTCPForwardable_S5e(t *testing.T) {
 	d := startDoor(t)
-	d.setTailscaled(t, func(f *fakeTailnet) { f.runSSH = true })
-	before := d.alpha.count()
-	d.wantRefused(t, d.raw(serveReq("GET", "/")), before, 401, "tcp-forwardable")
+	d.setTailscaled(t, func(f *doortest.FakeTailscaled) { f.RunSSH = true })
+	before := d.Alpha.Count()
+	d.WantRefused(t, d.Raw(doortest.ServeReq("GET", "/")), before, 401, "tcp-forwardable")
 }
 
 // TestUnknownTailscaledUIDRefused_S5a: with no --tailscaled-uid and no socket to take it from,
@@ -55,11 +57,11 @@ func TestUnknownTailscaledUIDRefused_S5a(t *testing.T) {
 		c.TailscaledUID = -1
 		c.TailscaleSocket = filepath.Join(t.TempDir(), "missing.sock")
 	})
-	before := d.alpha.count()
-	r := d.raw(serveReq("GET", "/c/alpha/"))
-	d.wantRefused(t, r, before, http.StatusUnauthorized, "unverified")
-	if !strings.Contains(r.body, "--tailscaled-uid") {
-		t.Errorf("page does not say what to do: %q", r.body)
+	before := d.Alpha.Count()
+	r := d.Raw(doortest.ServeReq("GET", "/c/alpha/"))
+	d.WantRefused(t, r, before, http.StatusUnauthorized, "unverified")
+	if !strings.Contains(r.Body, "--tailscaled-uid") {
+		t.Errorf("page does not say what to do: %q", r.Body)
 	}
 }
 
@@ -71,17 +73,17 @@ func TestLocalCallerToldWhereToGo_S5a(t *testing.T) {
 	rows := []struct {
 		name, path, want string
 	}{
-		{"S5a local caller, known console", "/c/alpha/", "open the console directly: http://" + d.alpha.addr() + "/"},
+		{"S5a local caller, known console", "/c/alpha/", "open the console directly: http://" + d.Alpha.Addr() + "/"},
 		{"S5a local caller, unknown console", "/c/nope/", "&#39;fleet consoles&#39; lists them"},
 		{"S5a local caller, index", "/", "&#39;fleet consoles&#39; lists them"},
 	}
 	for _, row := range rows {
 		t.Run(row.name, func(t *testing.T) {
-			before := d.alpha.count()
-			r := d.raw("GET " + row.path + " HTTP/1.1\nHost: 127.0.0.1\n\n")
-			d.wantRefused(t, r, before, 401, "unverified")
-			if !strings.Contains(r.body, "this request came from a process on this machine") || !strings.Contains(r.body, row.want) {
-				t.Errorf("page %q does not say where to go (%q)", r.body, row.want)
+			before := d.Alpha.Count()
+			r := d.Raw("GET " + row.path + " HTTP/1.1\nHost: 127.0.0.1\n\n")
+			d.WantRefused(t, r, before, 401, "unverified")
+			if !strings.Contains(r.Body, "this request came from a process on this machine") || !strings.Contains(r.Body, row.want) {
+				t.Errorf("page %q does not say where to go (%q)", r.Body, row.want)
 			}
 		})
 	}

@@ -9,6 +9,9 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/phase-console/fleet/internal/doortest"
+	"github.com/phase-console/fleet/internal/rawhttp"
 )
 
 // BenchmarkIdleWebSocketMemory reports what one idle WebSocket held open through the door costs
@@ -28,17 +31,17 @@ func BenchmarkIdleWebSocketMemory(b *testing.B) {
 	if _, err := d.srv.registry.Put(Console{ID: "hold", Addr: c.addr()}); err != nil {
 		b.Fatal(err)
 	}
-	req := crlf(serveReq("GET", "/c/hold/ws", "Connection: Upgrade", "Upgrade: websocket",
+	req := rawhttp.CRLF(doortest.ServeReq("GET", "/c/hold/ws", "Connection: Upgrade", "Upgrade: websocket",
 		"Sec-WebSocket-Version: 13", wsKey))
 	// One of each first, so that pools, the WhoIs cache and the runtime are warm.
 	warm := openIdle(b, c.addr(), req, 1)
-	warm = append(warm, openIdle(b, d.addr, req, 1)...)
+	warm = append(warm, openIdle(b, d.Addr, req, 1)...)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		h0, s0 := inUse()
 		direct := openIdle(b, c.addr(), req, n)
 		h1, s1 := inUse()
-		door := openIdle(b, d.addr, req, n)
+		door := openIdle(b, d.Addr, req, n)
 		h2, s2 := inUse()
 		heap := float64((h2-h1)-(h1-h0)) / n
 		stack := float64((s2-s1)-(s1-s0)) / n
@@ -79,7 +82,7 @@ func openIdle(tb testing.TB, addr, req string, n int) []net.Conn {
 			closeAll(conns)
 			tb.Fatalf("websocket %d: %v", i, err)
 		}
-		conn.SetDeadline(time.Now().Add(waitLimit))
+		conn.SetDeadline(time.Now().Add(doortest.WaitLimit))
 		io.WriteString(conn, req)
 		resp, err := http.ReadResponse(bufio.NewReaderSize(conn, 512), nil)
 		if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
@@ -157,12 +160,12 @@ func holdOne(conn net.Conn) {
 func BenchmarkWebSocketThroughput(b *testing.B) {
 	d := startDoor(b)
 	c := d.addRawConsole(b, "raw")
-	conn, err := net.Dial("tcp", d.addr)
+	conn, err := net.Dial("tcp", d.Addr)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer conn.Close()
-	io.WriteString(conn, crlf(serveReq("GET", "/c/raw/ws", "Connection: Upgrade", "Upgrade: websocket",
+	io.WriteString(conn, rawhttp.CRLF(doortest.ServeReq("GET", "/c/raw/ws", "Connection: Upgrade", "Upgrade: websocket",
 		"Sec-WebSocket-Version: 13", wsKey)))
 	side := c.next(b)
 	side.SetDeadline(time.Time{})

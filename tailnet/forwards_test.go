@@ -21,10 +21,13 @@ import (
 	"tailscale.com/ipn/ipnstate"
 	"tailscale.com/net/socks5"
 	"tailscale.com/tailcfg"
+
+	"github.com/phase-console/fleet/internal/doortest"
+	"github.com/phase-console/fleet/internal/rawhttp"
 )
 
 func (d *door) port() int {
-	_, p, _ := net.SplitHostPort(d.addr)
+	_, p, _ := net.SplitHostPort(d.Addr)
 	n, _ := strconv.Atoi(p)
 	return n
 }
@@ -44,66 +47,66 @@ func TestTCPForwardable_S5e(t *testing.T) {
 	other := strconv.Itoa(d.port()%60000 + 1)
 	rows := []struct {
 		name   string
-		set    func(f *fakeTailnet)
+		set    func(f *doortest.FakeTailscaled)
 		req    string
 		status int
 		reason string
 	}{
-		{"S5e ssh off, no forward", func(f *fakeTailnet) {}, serveReq("GET", "/c/alpha/"), 200, ""},
-		{"S5e ssh on", func(f *fakeTailnet) { f.runSSH = true }, serveReq("GET", "/c/alpha/"), 401, "tcp-forwardable"},
-		{"S5e raw forward to 127.0.0.1:port", func(f *fakeTailnet) { f.serve = tcpForward("127.0.0.1:" + port) }, serveReq("GET", "/c/alpha/"), 401, "tcp-forwardable"},
-		{"S5e raw forward to localhost:port", func(f *fakeTailnet) { f.serve = tcpForward("localhost:" + port) }, serveReq("GET", "/c/alpha/"), 401, "tcp-forwardable"},
-		{"S5e raw forward to [::1]:port", func(f *fakeTailnet) { f.serve = tcpForward("[::1]:" + port) }, serveReq("GET", "/c/alpha/"), 401, "tcp-forwardable"},
-		{"S5e raw forward to 127.0.0.2:port", func(f *fakeTailnet) { f.serve = tcpForward("127.0.0.2:" + port) }, serveReq("GET", "/c/alpha/"), 401, "tcp-forwardable"},
-		{"S5e raw forward to 0.0.0.0:port", func(f *fakeTailnet) { f.serve = tcpForward("0.0.0.0:" + port) }, serveReq("GET", "/c/alpha/"), 401, "tcp-forwardable"},
-		{"S5e raw forward to :port", func(f *fakeTailnet) { f.serve = tcpForward(":" + port) }, serveReq("GET", "/c/alpha/"), 401, "tcp-forwardable"},
-		{"S5e raw forward to a name", func(f *fakeTailnet) { f.serve = tcpForward("sup.internal:" + port) }, serveReq("GET", "/c/alpha/"), 401, "tcp-forwardable"},
-		{"S5e tls-terminated raw forward", func(f *fakeTailnet) {
-			f.serve = tcpForward("127.0.0.1:" + port)
-			f.serve.TCP[8022].TerminateTLS = tsName
-		}, serveReq("GET", "/c/alpha/"), 401, "tcp-forwardable"},
-		{"S5e raw forward in a Service", func(f *fakeTailnet) {
-			f.serve = &ipn.ServeConfig{Services: map[tailcfg.ServiceName]*ipn.ServiceConfig{
+		{"S5e ssh off, no forward", func(f *doortest.FakeTailscaled) {}, doortest.ServeReq("GET", "/c/alpha/"), 200, ""},
+		{"S5e ssh on", func(f *doortest.FakeTailscaled) { f.RunSSH = true }, doortest.ServeReq("GET", "/c/alpha/"), 401, "tcp-forwardable"},
+		{"S5e raw forward to 127.0.0.1:port", func(f *doortest.FakeTailscaled) { f.Serve = tcpForward("127.0.0.1:" + port) }, doortest.ServeReq("GET", "/c/alpha/"), 401, "tcp-forwardable"},
+		{"S5e raw forward to localhost:port", func(f *doortest.FakeTailscaled) { f.Serve = tcpForward("localhost:" + port) }, doortest.ServeReq("GET", "/c/alpha/"), 401, "tcp-forwardable"},
+		{"S5e raw forward to [::1]:port", func(f *doortest.FakeTailscaled) { f.Serve = tcpForward("[::1]:" + port) }, doortest.ServeReq("GET", "/c/alpha/"), 401, "tcp-forwardable"},
+		{"S5e raw forward to 127.0.0.2:port", func(f *doortest.FakeTailscaled) { f.Serve = tcpForward("127.0.0.2:" + port) }, doortest.ServeReq("GET", "/c/alpha/"), 401, "tcp-forwardable"},
+		{"S5e raw forward to 0.0.0.0:port", func(f *doortest.FakeTailscaled) { f.Serve = tcpForward("0.0.0.0:" + port) }, doortest.ServeReq("GET", "/c/alpha/"), 401, "tcp-forwardable"},
+		{"S5e raw forward to :port", func(f *doortest.FakeTailscaled) { f.Serve = tcpForward(":" + port) }, doortest.ServeReq("GET", "/c/alpha/"), 401, "tcp-forwardable"},
+		{"S5e raw forward to a name", func(f *doortest.FakeTailscaled) { f.Serve = tcpForward("sup.internal:" + port) }, doortest.ServeReq("GET", "/c/alpha/"), 401, "tcp-forwardable"},
+		{"S5e tls-terminated raw forward", func(f *doortest.FakeTailscaled) {
+			f.Serve = tcpForward("127.0.0.1:" + port)
+			f.Serve.TCP[8022].TerminateTLS = doortest.TSName
+		}, doortest.ServeReq("GET", "/c/alpha/"), 401, "tcp-forwardable"},
+		{"S5e raw forward in a Service", func(f *doortest.FakeTailscaled) {
+			f.Serve = &ipn.ServeConfig{Services: map[tailcfg.ServiceName]*ipn.ServiceConfig{
 				"svc:db": {TCP: map[uint16]*ipn.TCPPortHandler{5432: {TCPForward: "127.0.0.1:" + port}}}}}
-		}, serveReq("GET", "/c/alpha/"), 401, "tcp-forwardable"},
-		{"S5e raw forward in a foreground session", func(f *fakeTailnet) {
-			f.serve = &ipn.ServeConfig{Foreground: map[string]*ipn.ServeConfig{"session-1": tcpForward("127.0.0.1:" + port)}}
-		}, serveReq("GET", "/c/alpha/"), 401, "tcp-forwardable"},
-		{"S5e raw forward to another port", func(f *fakeTailnet) { f.serve = tcpForward("127.0.0.1:" + other) }, serveReq("GET", "/c/alpha/"), 200, ""},
-		{"S5e raw forward to another machine", func(f *fakeTailnet) { f.serve = tcpForward("192.0.2.7:" + port) }, serveReq("GET", "/c/alpha/"), 200, ""},
-		{"S5e raw forward to a unix socket", func(f *fakeTailnet) { f.serve = tcpForward("unix:/run/db.sock") }, serveReq("GET", "/c/alpha/"), 200, ""},
-		{"S5e Serve's HTTP proxy to fleet", func(f *fakeTailnet) {
-			f.serve = &ipn.ServeConfig{
+		}, doortest.ServeReq("GET", "/c/alpha/"), 401, "tcp-forwardable"},
+		{"S5e raw forward in a foreground session", func(f *doortest.FakeTailscaled) {
+			f.Serve = &ipn.ServeConfig{Foreground: map[string]*ipn.ServeConfig{"session-1": tcpForward("127.0.0.1:" + port)}}
+		}, doortest.ServeReq("GET", "/c/alpha/"), 401, "tcp-forwardable"},
+		{"S5e raw forward to another port", func(f *doortest.FakeTailscaled) { f.Serve = tcpForward("127.0.0.1:" + other) }, doortest.ServeReq("GET", "/c/alpha/"), 200, ""},
+		{"S5e raw forward to another machine", func(f *doortest.FakeTailscaled) { f.Serve = tcpForward("192.0.2.7:" + port) }, doortest.ServeReq("GET", "/c/alpha/"), 200, ""},
+		{"S5e raw forward to a unix socket", func(f *doortest.FakeTailscaled) { f.Serve = tcpForward("unix:/run/db.sock") }, doortest.ServeReq("GET", "/c/alpha/"), 200, ""},
+		{"S5e Serve's HTTP proxy to fleet", func(f *doortest.FakeTailscaled) {
+			f.Serve = &ipn.ServeConfig{
 				TCP: map[uint16]*ipn.TCPPortHandler{443: {HTTPS: true}},
-				Web: map[ipn.HostPort]*ipn.WebServerConfig{tsName + ":443": {Handlers: map[string]*ipn.HTTPHandler{"/": {Proxy: "http://127.0.0.1:" + port}}}},
+				Web: map[ipn.HostPort]*ipn.WebServerConfig{doortest.TSName + ":443": {Handlers: map[string]*ipn.HTTPHandler{"/": {Proxy: "http://127.0.0.1:" + port}}}},
 			}
-		}, serveReq("GET", "/c/alpha/"), 200, ""},
-		{"S5e prefs unknown", func(f *fakeTailnet) { f.prefsDown = true }, serveReq("GET", "/c/alpha/"), 401, "unverified"},
-		{"S5e serve-config unknown", func(f *fakeTailnet) { f.serveDown = true }, serveReq("GET", "/c/alpha/"), 401, "unverified"},
+		}, doortest.ServeReq("GET", "/c/alpha/"), 200, ""},
+		{"S5e prefs unknown", func(f *doortest.FakeTailscaled) { f.PrefsDown = true }, doortest.ServeReq("GET", "/c/alpha/"), 401, "unverified"},
+		{"S5e serve-config unknown", func(f *doortest.FakeTailscaled) { f.ServeDown = true }, doortest.ServeReq("GET", "/c/alpha/"), 401, "unverified"},
 		// tailscaled's outbound proxies dial 127.0.0.1 for whoever reaches them.
-		{"S5e socks5 proxy", func(f *fakeTailnet) { f.args = []string{"tailscaled", "--socks5-server=localhost:1055"} }, serveReq("GET", "/c/alpha/"), 401, "tcp-forwardable"},
-		{"S5e http proxy", func(f *fakeTailnet) {
-			f.args = []string{"/usr/sbin/tailscaled", "-tun=userspace-networking", "-outbound-http-proxy-listen", "localhost:1055"}
-		}, serveReq("GET", "/c/alpha/"), 401, "tcp-forwardable"},
-		{"S5e proxy flag empty", func(f *fakeTailnet) { f.args = []string{"tailscaled", "--socks5-server="} }, serveReq("GET", "/c/alpha/"), 200, ""},
-		{"S5e command line unreadable", func(f *fakeTailnet) { f.argsDown = true }, serveReq("GET", "/c/alpha/"), 401, "tcp-forwardable"},
+		{"S5e socks5 proxy", func(f *doortest.FakeTailscaled) { f.Args = []string{"tailscaled", "--socks5-server=localhost:1055"} }, doortest.ServeReq("GET", "/c/alpha/"), 401, "tcp-forwardable"},
+		{"S5e http proxy", func(f *doortest.FakeTailscaled) {
+			f.Args = []string{"/usr/sbin/tailscaled", "-tun=userspace-networking", "-outbound-http-proxy-listen", "localhost:1055"}
+		}, doortest.ServeReq("GET", "/c/alpha/"), 401, "tcp-forwardable"},
+		{"S5e proxy flag empty", func(f *doortest.FakeTailscaled) { f.Args = []string{"tailscaled", "--socks5-server="} }, doortest.ServeReq("GET", "/c/alpha/"), 200, ""},
+		{"S5e command line unreadable", func(f *doortest.FakeTailscaled) { f.ArgsDown = true }, doortest.ServeReq("GET", "/c/alpha/"), 401, "tcp-forwardable"},
 	}
 	for _, row := range rows {
 		t.Run(row.name, func(t *testing.T) {
-			d.setTailscaled(t, func(f *fakeTailnet) {
-				f.runSSH, f.serve, f.prefsDown, f.serveDown, f.args, f.argsDown = false, nil, false, false, nil, false
+			d.setTailscaled(t, func(f *doortest.FakeTailscaled) {
+				f.RunSSH, f.Serve, f.PrefsDown, f.ServeDown, f.Args, f.ArgsDown = false, nil, false, false, nil, false
 				row.set(f)
 			})
-			before := d.alpha.count()
-			r := d.raw(row.req)
+			before := d.Alpha.Count()
+			r := d.Raw(row.req)
 			switch {
 			case row.status != 200:
-				d.wantRefused(t, r, before, row.status, row.reason)
-				if row.reason == "tcp-forwardable" && (!strings.Contains(r.body, "fleet serve --socket") || !strings.Contains(r.body, "tailscale serve unix:")) {
-					t.Errorf("the page does not name the unix-socket door: %q", r.body)
+				d.WantRefused(t, r, before, row.status, row.reason)
+				if row.reason == "tcp-forwardable" && (!strings.Contains(r.Body, "fleet serve --socket") || !strings.Contains(r.Body, "tailscale serve unix:")) {
+					t.Errorf("the page does not name the unix-socket door: %q", r.Body)
 				}
 			default:
-				d.wantForwarded(t, r, before, alice, "/")
+				d.WantForwarded(t, r, before, doortest.Alice, "/")
 			}
 		})
 	}
@@ -121,52 +124,52 @@ func TestForwardableSetUpOnlyInLog_S5e(t *testing.T) {
 	d := startDoor(t)
 	sock := d.serveUnix(t)
 	port := strconv.Itoa(d.port())
-	funnel := serveReq("GET", "/c/alpha/", "Tailscale-Funnel-Request: ?1")
-	tagged := strings.Replace(strings.Replace(serveReq("GET", "/c/alpha/"), aliceIP, taggedIP, 1),
-		"Tailscale-User-Login: "+alice+"\n", "", 1)
+	funnel := doortest.ServeReq("GET", "/c/alpha/", "Tailscale-Funnel-Request: ?1")
+	tagged := strings.Replace(strings.Replace(doortest.ServeReq("GET", "/c/alpha/"), doortest.AliceIP, doortest.TaggedIP, 1),
+		"Tailscale-User-Login: "+doortest.Alice+"\n", "", 1)
 	rows := []struct {
 		name   string
-		set    func(f *fakeTailnet)
+		set    func(f *doortest.FakeTailscaled)
 		unix   bool
 		req    string
 		reason string
 		hidden []string // on this machine only: in the log line's why, never on the page
 	}{
-		{"S5e outbound proxy, a Funnel visitor", func(f *fakeTailnet) {
-			f.args = []string{"tailscaled", "--tun=userspace-networking", "--socks5-server=100.101.102.1:1055"}
+		{"S5e outbound proxy, a Funnel visitor", func(f *doortest.FakeTailscaled) {
+			f.Args = []string{"tailscaled", "--tun=userspace-networking", "--socks5-server=100.101.102.1:1055"}
 		}, false, funnel, "tcp-forwardable", []string{"--socks5-server", "1055"}},
-		{"S5e outbound proxy, a tagged node", func(f *fakeTailnet) {
-			f.args = []string{"tailscaled", "--tun=userspace-networking", "--socks5-server=100.101.102.1:1055"}
+		{"S5e outbound proxy, a tagged node", func(f *doortest.FakeTailscaled) {
+			f.Args = []string{"tailscaled", "--tun=userspace-networking", "--socks5-server=100.101.102.1:1055"}
 		}, false, tagged, "tcp-forwardable", []string{"--socks5-server", "1055"}},
-		{"S5e http proxy", func(f *fakeTailnet) {
-			f.args = []string{"/usr/sbin/tailscaled", "-outbound-http-proxy-listen", "127.0.0.1:8081"}
+		{"S5e http proxy", func(f *doortest.FakeTailscaled) {
+			f.Args = []string{"/usr/sbin/tailscaled", "-outbound-http-proxy-listen", "127.0.0.1:8081"}
 		}, false, funnel, "tcp-forwardable", []string{"-outbound-http-proxy-listen 127.0.0.1:8081"}},
-		{"S5e command line unreadable", func(f *fakeTailnet) { f.argsDown = true }, false, funnel, "tcp-forwardable",
+		{"S5e command line unreadable", func(f *doortest.FakeTailscaled) { f.ArgsDown = true }, false, funnel, "tcp-forwardable",
 			[]string{"/proc/4242/cmdline: permission denied"}},
-		{"S5e Tailscale SSH", func(f *fakeTailnet) { f.runSSH = true }, false, funnel, "tcp-forwardable", []string{"Tailscale SSH is on"}},
-		{"S5e raw forward", func(f *fakeTailnet) { f.serve = tcpForward("sup.internal:" + port) }, false, funnel, "tcp-forwardable",
+		{"S5e Tailscale SSH", func(f *doortest.FakeTailscaled) { f.RunSSH = true }, false, funnel, "tcp-forwardable", []string{"Tailscale SSH is on"}},
+		{"S5e raw forward", func(f *doortest.FakeTailscaled) { f.Serve = tcpForward("sup.internal:" + port) }, false, funnel, "tcp-forwardable",
 			[]string{"sup.internal:" + port}},
-		{"S5e raw forward to the unix door's socket", func(f *fakeTailnet) { f.serve = tcpForward("unix:" + sock) }, true,
+		{"S5e raw forward to the unix door's socket", func(f *doortest.FakeTailscaled) { f.Serve = tcpForward("unix:" + sock) }, true,
 			strings.Replace(unixServeReq, "\n\n", "\nTailscale-Funnel-Request: ?1\n\n", 1), "tcp-forwardable",
 			[]string{sock, filepath.Dir(sock)}},
-		{"S5e prefs unreadable", func(f *fakeTailnet) { f.prefsDown = true }, false, funnel, "unverified", []string{"prefs unavailable"}},
+		{"S5e prefs unreadable", func(f *doortest.FakeTailscaled) { f.PrefsDown = true }, false, funnel, "unverified", []string{"prefs unavailable"}},
 	}
 	tcpPage := ""
 	for _, row := range rows {
 		t.Run(row.name, func(t *testing.T) {
-			d.setTailscaled(t, func(f *fakeTailnet) {
-				f.runSSH, f.serve, f.prefsDown, f.serveDown, f.args, f.argsDown = false, nil, false, false, nil, false
+			d.setTailscaled(t, func(f *doortest.FakeTailscaled) {
+				f.RunSSH, f.Serve, f.PrefsDown, f.ServeDown, f.Args, f.ArgsDown = false, nil, false, false, nil, false
 				row.set(f)
 			})
-			before := d.alpha.count()
-			var r response
+			before := d.Alpha.Count()
+			var r doortest.Response
 			if row.unix {
 				r = d.rawUnix(t, sock, row.req)
 			} else {
-				r = d.raw(row.req)
+				r = d.Raw(row.req)
 			}
-			d.wantRefused(t, r, before, http.StatusUnauthorized, row.reason)
-			lines := d.logs.Events("fleet.rejected")
+			d.WantRefused(t, r, before, http.StatusUnauthorized, row.reason)
+			lines := d.Logs.Events("fleet.rejected")
 			if len(lines) == 0 {
 				t.Fatal("no fleet.rejected line")
 			}
@@ -174,8 +177,8 @@ func TestForwardableSetUpOnlyInLog_S5e(t *testing.T) {
 			why, _ := line["why"].(string)
 			detail, _ := line["detail"].(string)
 			for _, h := range row.hidden {
-				if strings.Contains(r.body, h) || strings.Contains(r.body, html.EscapeString(h)) {
-					t.Errorf("the page shows %q of this machine's set-up: %q", h, r.body)
+				if strings.Contains(r.Body, h) || strings.Contains(r.Body, html.EscapeString(h)) {
+					t.Errorf("the page shows %q of this machine's set-up: %q", h, r.Body)
 				}
 				if strings.Contains(detail, h) {
 					t.Errorf("the log line's detail (the page's sentence) has %q: %q", h, detail)
@@ -184,23 +187,23 @@ func TestForwardableSetUpOnlyInLog_S5e(t *testing.T) {
 					t.Errorf("the log line's why should keep %q for the operator: %q", h, why)
 				}
 			}
-			if detail == "" || !strings.Contains(r.body, html.EscapeString(detail)) {
-				t.Errorf("the log line's detail %q is not what the page says: %q", detail, r.body)
+			if detail == "" || !strings.Contains(r.Body, html.EscapeString(detail)) {
+				t.Errorf("the log line's detail %q is not what the page says: %q", detail, r.Body)
 			}
 			if row.reason != "tcp-forwardable" {
 				return
 			}
-			if !strings.Contains(r.body, "tailscale serve unix:PATH") {
-				t.Errorf("the page does not name the fix: %q", r.body)
+			if !strings.Contains(r.Body, "tailscale serve unix:PATH") {
+				t.Errorf("the page does not name the fix: %q", r.Body)
 			}
 			if !row.unix {
-				if !strings.Contains(r.body, "fleet serve --socket PATH") {
-					t.Errorf("the page does not name the unix-socket door: %q", r.body)
+				if !strings.Contains(r.Body, "fleet serve --socket PATH") {
+					t.Errorf("the page does not name the unix-socket door: %q", r.Body)
 				}
 				if tcpPage == "" {
-					tcpPage = r.body
-				} else if r.body != tcpPage {
-					t.Errorf("the page tells the causes apart:\n%q\n%q", r.body, tcpPage)
+					tcpPage = r.Body
+				} else if r.Body != tcpPage {
+					t.Errorf("the page tells the causes apart:\n%q\n%q", r.Body, tcpPage)
 				}
 			}
 		})
@@ -213,27 +216,27 @@ func TestForwardableSetUpOnlyInLog_S5e(t *testing.T) {
 func TestForwardRemovedServedAgain_S5e(t *testing.T) {
 	d := startDoor(t)
 	port := strconv.Itoa(d.port())
-	before := d.alpha.count()
-	d.wantForwarded(t, d.raw(serveReq("GET", "/c/alpha/")), before, alice, "/")
+	before := d.Alpha.Count()
+	d.WantForwarded(t, d.Raw(doortest.ServeReq("GET", "/c/alpha/")), before, doortest.Alice, "/")
 
-	d.setTailscaled(t, func(f *fakeTailnet) { f.serve = tcpForward("127.0.0.1:" + port) })
+	d.setTailscaled(t, func(f *doortest.FakeTailscaled) { f.Serve = tcpForward("127.0.0.1:" + port) })
 	// A peer opens a connection through the forward and waits, saying nothing.
-	waiting := d.dial(t)
+	waiting := d.Dial()
 	defer waiting.Close()
 	// Connections are accepted in order: once this one is answered, waiting was accepted
 	// (while the forward was there).
-	before = d.alpha.count()
-	d.wantRefused(t, d.raw(serveReq("GET", "/c/alpha/")), before, 401, "tcp-forwardable")
+	before = d.Alpha.Count()
+	d.WantRefused(t, d.Raw(doortest.ServeReq("GET", "/c/alpha/")), before, 401, "tcp-forwardable")
 
-	d.setTailscaled(t, func(f *fakeTailnet) { f.serve = nil })
-	before = d.alpha.count()
-	d.wantForwarded(t, d.raw(serveReq("GET", "/c/alpha/")), before, alice, "/")
+	d.setTailscaled(t, func(f *doortest.FakeTailscaled) { f.Serve = nil })
+	before = d.Alpha.Count()
+	d.WantForwarded(t, d.Raw(doortest.ServeReq("GET", "/c/alpha/")), before, doortest.Alice, "/")
 
 	// The waiting connection speaks now, as bob: still refused, and closed.
-	bobReq := strings.Replace(strings.Replace(serveReq("GET", "/c/alpha/late"), aliceIP, bobIP, 1), alice, bob, 1)
-	logsBefore := len(d.logs.Events("fleet.rejected"))
-	before = d.alpha.count()
-	io.WriteString(waiting, crlf(bobReq))
+	bobReq := strings.Replace(strings.Replace(doortest.ServeReq("GET", "/c/alpha/late"), doortest.AliceIP, doortest.BobIP, 1), doortest.Alice, doortest.Bob, 1)
+	logsBefore := len(d.Logs.Events("fleet.rejected"))
+	before = d.Alpha.Count()
+	io.WriteString(waiting, rawhttp.CRLF(bobReq))
 	br := bufio.NewReader(waiting)
 	resp, err := http.ReadResponse(br, nil)
 	if err != nil {
@@ -244,10 +247,10 @@ func TestForwardRemovedServedAgain_S5e(t *testing.T) {
 	if resp.StatusCode != 401 || resp.Header.Get("X-Fleet-Reason") != "tcp-forwardable" {
 		t.Errorf("the connection from the forward's time: %d %q (%s), want 401 tcp-forwardable", resp.StatusCode, resp.Header.Get("X-Fleet-Reason"), body)
 	}
-	if n := d.alpha.count(); n != before {
+	if n := d.Alpha.Count(); n != before {
 		t.Errorf("the console saw %d request(s)", n-before)
 	}
-	if lines := d.logs.Events("fleet.rejected")[logsBefore:]; len(lines) != 1 || lines[0]["reason"] != "tcp-forwardable" {
+	if lines := d.Logs.Events("fleet.rejected")[logsBefore:]; len(lines) != 1 || lines[0]["reason"] != "tcp-forwardable" {
 		t.Errorf("want one fleet.rejected tcp-forwardable line, got %v", lines)
 	} else if why, _ := lines[0]["why"].(string); !strings.Contains(why, "127.0.0.1:"+port) {
 		t.Errorf("the log line should name the forward fleet saw when the connection was opened: why %q", why)
@@ -265,23 +268,23 @@ func TestForwardRemovedServedAgain_S5e(t *testing.T) {
 func TestForwardAnswerTooOld_S5e(t *testing.T) {
 	clk := &wallClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	d := startDoor(t, func(c *Config) { c.Now = clk.now })
-	before := d.alpha.count()
-	d.wantForwarded(t, d.raw(serveReq("GET", "/c/alpha/")), before, alice, "/")
+	before := d.Alpha.Count()
+	d.WantForwarded(t, d.Raw(doortest.ServeReq("GET", "/c/alpha/")), before, doortest.Alice, "/")
 
-	d.tailnet.set(func(f *fakeTailnet) { f.prefsDown = true })
+	d.tailnet.Set(func(f *doortest.FakeTailscaled) { f.PrefsDown = true })
 	clk.advance(forwardMaxAge + time.Second)
-	before = d.alpha.count()
-	d.wantRefused(t, d.raw(serveReq("GET", "/c/alpha/")), before, 401, "unverified")
+	before = d.Alpha.Count()
+	d.WantRefused(t, d.Raw(doortest.ServeReq("GET", "/c/alpha/")), before, 401, "unverified")
 
 	// tailscaled answers again. A connection accepted while fleet knew nothing is refused
 	// once (when no tick has polled in between, the first one here is such); then served.
-	d.tailnet.set(func(f *fakeTailnet) { f.prefsDown = false })
+	d.tailnet.Set(func(f *doortest.FakeTailscaled) { f.PrefsDown = false })
 	clk.advance(forwardMaxAge + time.Second)
-	before = d.alpha.count()
-	if r := d.raw(serveReq("GET", "/c/alpha/")); r.status != 200 {
-		d.wantRefused(t, r, before, 401, "unverified")
-		before = d.alpha.count()
-		d.wantForwarded(t, d.raw(serveReq("GET", "/c/alpha/")), before, alice, "/")
+	before = d.Alpha.Count()
+	if r := d.Raw(doortest.ServeReq("GET", "/c/alpha/")); r.Status != 200 {
+		d.WantRefused(t, r, before, 401, "unverified")
+		before = d.Alpha.Count()
+		d.WantForwarded(t, d.Raw(doortest.ServeReq("GET", "/c/alpha/")), before, doortest.Alice, "/")
 	}
 }
 
@@ -297,50 +300,52 @@ func TestUnixDoorForwardable_S5e(t *testing.T) {
 	}
 	rows := []struct {
 		name   string
-		set    func(f *fakeTailnet)
+		set    func(f *doortest.FakeTailscaled)
 		status int
 		reason string
 	}{
-		{"S5e unix door, ssh off", func(f *fakeTailnet) {}, 200, ""},
-		{"S5e unix door, ssh on", func(f *fakeTailnet) { f.runSSH = true }, 200, ""},
-		{"S5e unix door, raw forward to the TCP door", func(f *fakeTailnet) { f.serve = tcpForward(d.addr) }, 200, ""},
-		{"S5e unix door, raw forward to another socket", func(f *fakeTailnet) { f.serve = tcpForward("unix:" + filepath.Join(filepath.Dir(sock), "other.sock")) }, 200, ""},
-		{"S5e unix door, Serve's HTTP proxy to it", func(f *fakeTailnet) {
-			f.serve = &ipn.ServeConfig{
+		{"S5e unix door, ssh off", func(f *doortest.FakeTailscaled) {}, 200, ""},
+		{"S5e unix door, ssh on", func(f *doortest.FakeTailscaled) { f.RunSSH = true }, 200, ""},
+		{"S5e unix door, raw forward to the TCP door", func(f *doortest.FakeTailscaled) { f.Serve = tcpForward(d.Addr) }, 200, ""},
+		{"S5e unix door, raw forward to another socket", func(f *doortest.FakeTailscaled) {
+			f.Serve = tcpForward("unix:" + filepath.Join(filepath.Dir(sock), "other.sock"))
+		}, 200, ""},
+		{"S5e unix door, Serve's HTTP proxy to it", func(f *doortest.FakeTailscaled) {
+			f.Serve = &ipn.ServeConfig{
 				TCP: map[uint16]*ipn.TCPPortHandler{443: {HTTPS: true}},
-				Web: map[ipn.HostPort]*ipn.WebServerConfig{tsName + ":443": {Handlers: map[string]*ipn.HTTPHandler{"/": {Proxy: "unix:" + sock}}}},
+				Web: map[ipn.HostPort]*ipn.WebServerConfig{doortest.TSName + ":443": {Handlers: map[string]*ipn.HTTPHandler{"/": {Proxy: "unix:" + sock}}}},
 			}
 		}, 200, ""},
-		{"S5e unix door, raw forward to its socket", func(f *fakeTailnet) { f.serve = tcpForward("unix:" + sock) }, 401, "tcp-forwardable"},
-		{"S5e unix door, raw forward to its socket, uncleaned path", func(f *fakeTailnet) {
-			f.serve = tcpForward("unix:" + filepath.Dir(sock) + "/./" + filepath.Base(sock))
+		{"S5e unix door, raw forward to its socket", func(f *doortest.FakeTailscaled) { f.Serve = tcpForward("unix:" + sock) }, 401, "tcp-forwardable"},
+		{"S5e unix door, raw forward to its socket, uncleaned path", func(f *doortest.FakeTailscaled) {
+			f.Serve = tcpForward("unix:" + filepath.Dir(sock) + "/./" + filepath.Base(sock))
 		}, 401, "tcp-forwardable"},
-		{"S5e unix door, raw forward to its socket through a symlink", func(f *fakeTailnet) {
-			f.serve = tcpForward("unix:" + filepath.Join(link, filepath.Base(sock)))
+		{"S5e unix door, raw forward to its socket through a symlink", func(f *doortest.FakeTailscaled) {
+			f.Serve = tcpForward("unix:" + filepath.Join(link, filepath.Base(sock)))
 		}, 401, "tcp-forwardable"},
-		{"S5e unix door, raw forward to a relative path of its name", func(f *fakeTailnet) { f.serve = tcpForward("unix:" + filepath.Base(sock)) }, 401, "tcp-forwardable"},
-		{"S5e unix door, raw forward to its socket in a Service", func(f *fakeTailnet) {
-			f.serve = &ipn.ServeConfig{Services: map[tailcfg.ServiceName]*ipn.ServiceConfig{
-				"svc:fleet": {TCP: map[uint16]*ipn.TCPPortHandler{443: {TCPForward: "unix:" + sock, TerminateTLS: "fleet." + tsName}}}}}
+		{"S5e unix door, raw forward to a relative path of its name", func(f *doortest.FakeTailscaled) { f.Serve = tcpForward("unix:" + filepath.Base(sock)) }, 401, "tcp-forwardable"},
+		{"S5e unix door, raw forward to its socket in a Service", func(f *doortest.FakeTailscaled) {
+			f.Serve = &ipn.ServeConfig{Services: map[tailcfg.ServiceName]*ipn.ServiceConfig{
+				"svc:fleet": {TCP: map[uint16]*ipn.TCPPortHandler{443: {TCPForward: "unix:" + sock, TerminateTLS: "fleet." + doortest.TSName}}}}}
 		}, 401, "tcp-forwardable"},
-		{"S5e unix door, prefs unknown", func(f *fakeTailnet) { f.prefsDown = true }, 401, "unverified"},
-		{"S5e unix door, serve-config unknown", func(f *fakeTailnet) { f.serveDown = true }, 401, "unverified"},
+		{"S5e unix door, prefs unknown", func(f *doortest.FakeTailscaled) { f.PrefsDown = true }, 401, "unverified"},
+		{"S5e unix door, serve-config unknown", func(f *doortest.FakeTailscaled) { f.ServeDown = true }, 401, "unverified"},
 	}
 	for _, row := range rows {
 		t.Run(row.name, func(t *testing.T) {
-			d.setTailscaled(t, func(f *fakeTailnet) {
-				f.runSSH, f.serve, f.prefsDown, f.serveDown = false, nil, false, false
+			d.setTailscaled(t, func(f *doortest.FakeTailscaled) {
+				f.RunSSH, f.Serve, f.PrefsDown, f.ServeDown = false, nil, false, false
 				row.set(f)
 			})
-			before := d.alpha.count()
+			before := d.Alpha.Count()
 			r := d.rawUnix(t, sock, unixServeReq)
 			if row.status == 200 {
-				d.wantForwarded(t, r, before, alice, "/")
+				d.WantForwarded(t, r, before, doortest.Alice, "/")
 				return
 			}
-			d.wantRefused(t, r, before, row.status, row.reason)
-			if row.reason == "tcp-forwardable" && !strings.Contains(r.body, "tailscale serve unix:") {
-				t.Errorf("the page does not name the fix: %q", r.body)
+			d.WantRefused(t, r, before, row.status, row.reason)
+			if row.reason == "tcp-forwardable" && !strings.Contains(r.Body, "tailscale serve unix:") {
+				t.Errorf("the page does not name the fix: %q", r.Body)
 			}
 		})
 	}
@@ -411,13 +416,13 @@ func TestParallelFirstRequestsShareLookups_S11(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			conn, err := net.Dial("tcp", d.addr)
+			conn, err := net.Dial("tcp", d.Addr)
 			if err != nil {
 				return
 			}
 			defer conn.Close()
-			conn.SetDeadline(time.Now().Add(waitLimit))
-			io.WriteString(conn, crlf(serveReq("GET", "/c/alpha/")))
+			conn.SetDeadline(time.Now().Add(doortest.WaitLimit))
+			io.WriteString(conn, rawhttp.CRLF(doortest.ServeReq("GET", "/c/alpha/")))
 			if resp, err := http.ReadResponse(bufio.NewReader(conn), nil); err == nil {
 				statuses[i] = resp.StatusCode
 				resp.Body.Close()
@@ -446,17 +451,17 @@ func TestPeerLookupsBounded_S9(t *testing.T) {
 	for range cap(d.v.lookups) {
 		d.v.lookups <- struct{}{} // every slot taken
 	}
-	before := d.alpha.count()
-	r := d.raw(serveReq("GET", "/c/alpha/"))
-	d.wantRefused(t, r, before, 401, "unverified")
-	if !strings.Contains(r.body, "too many connections") {
-		t.Errorf("the page does not say why: %q", r.body)
+	before := d.Alpha.Count()
+	r := d.Raw(doortest.ServeReq("GET", "/c/alpha/"))
+	d.WantRefused(t, r, before, 401, "unverified")
+	if !strings.Contains(r.Body, "too many connections") {
+		t.Errorf("the page does not say why: %q", r.Body)
 	}
 	for range cap(d.v.lookups) {
 		<-d.v.lookups
 	}
-	before = d.alpha.count()
-	d.wantForwarded(t, d.raw(serveReq("GET", "/c/alpha/")), before, alice, "/")
+	before = d.Alpha.Count()
+	d.WantForwarded(t, d.Raw(doortest.ServeReq("GET", "/c/alpha/")), before, doortest.Alice, "/")
 }
 
 // TestTailscaledOutboundProxyRefused_S5e: tailscaled's uid proves that tailscaled opened a
@@ -480,8 +485,8 @@ func TestPeerLookupsBounded_S9(t *testing.T) {
 // tcp-forwardable, nothing forwarded.
 func TestTailscaledOutboundProxyRefused_S5e(t *testing.T) {
 	d := startDoor(t)
-	d.setTailscaled(t, func(f *fakeTailnet) {
-		f.args = []string{"/usr/sbin/tailscaled", "--tun=userspace-networking", "--socks5-server=localhost:1055"}
+	d.setTailscaled(t, func(f *doortest.FakeTailscaled) {
+		f.Args = []string{"/usr/sbin/tailscaled", "--tun=userspace-networking", "--socks5-server=localhost:1055"}
 	})
 	proxyLn, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
@@ -496,8 +501,8 @@ func TestTailscaledOutboundProxyRefused_S5e(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(waitLimit))
-	door := netip.MustParseAddrPort(d.addr)
+	conn.SetDeadline(time.Now().Add(doortest.WaitLimit))
+	door := netip.MustParseAddrPort(d.Addr)
 	ip4 := door.Addr().As4()
 	hello := []byte{5, 1, 0, 5, 1, 0, 1, ip4[0], ip4[1], ip4[2], ip4[3], byte(door.Port() >> 8), byte(door.Port())}
 	if _, err := conn.Write(hello); err != nil {
@@ -517,10 +522,10 @@ func TestTailscaledOutboundProxyRefused_S5e(t *testing.T) {
 	}
 
 	// The bytes the proxy's user writes: bob's tailnet address, as Serve would send it.
-	forged := "GET /c/alpha/ HTTP/1.1\nHost: " + tsName + "\nX-Forwarded-For: " + bobIP +
-		"\nX-Forwarded-Host: " + tsName + "\nX-Forwarded-Proto: https\nTailscale-User-Login: " + bob + "\n\n"
-	before := d.alpha.count()
-	if _, err := io.WriteString(conn, crlf(forged)); err != nil {
+	forged := "GET /c/alpha/ HTTP/1.1\nHost: " + doortest.TSName + "\nX-Forwarded-For: " + doortest.BobIP +
+		"\nX-Forwarded-Host: " + doortest.TSName + "\nX-Forwarded-Proto: https\nTailscale-User-Login: " + doortest.Bob + "\n\n"
+	before := d.Alpha.Count()
+	if _, err := io.WriteString(conn, rawhttp.CRLF(forged)); err != nil {
 		t.Fatal(err)
 	}
 	resp, err := http.ReadResponse(br, nil)
@@ -529,13 +534,13 @@ func TestTailscaledOutboundProxyRefused_S5e(t *testing.T) {
 	}
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	if d.alpha.count() == before {
+	if d.Alpha.Count() == before {
 		if resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("X-Fleet-Reason") != "tcp-forwardable" {
 			t.Errorf("through tailscaled's SOCKS5 proxy: %d %q, want 401 tcp-forwardable", resp.StatusCode, resp.Header.Get("X-Fleet-Reason"))
 		}
 		return
 	}
-	s, _ := d.alpha.last()
+	s, _ := d.Alpha.Last()
 	t.Errorf("a request written by whoever reached tailscaled's SOCKS5 proxy got %d %q and reached the console as %q: "+
 		"fleet cannot tell tailscaled's outbound proxy from Serve's HTTP proxy",
 		resp.StatusCode, resp.Header.Get("X-Fleet-Reason"), s.Header.Get("X-Phase-Console-Fleet-Login"))
@@ -562,12 +567,12 @@ func TestUnixForwardRelativePath_S5e(t *testing.T) {
 		"unix:/tmp/fleet-missing-" + strconv.Itoa(os.Getpid()) + ".sock", // anyone may make it a link
 	} {
 		t.Run(target, func(t *testing.T) {
-			d.setTailscaled(t, func(f *fakeTailnet) { f.serve = tcpForward(target) })
-			before := d.alpha.count()
+			d.setTailscaled(t, func(f *doortest.FakeTailscaled) { f.Serve = tcpForward(target) })
+			before := d.Alpha.Count()
 			r := d.rawUnix(t, sock, unixServeReq)
-			if r.status != http.StatusUnauthorized || r.reason != "tcp-forwardable" {
+			if r.Status != http.StatusUnauthorized || r.Reason != "tcp-forwardable" {
 				t.Errorf("raw forward %q, which reaches the door's socket from tailscaled's working folder: got %d %q, want 401 tcp-forwardable (console saw %d new)",
-					target, r.status, r.reason, d.alpha.count()-before)
+					target, r.Status, r.Reason, d.Alpha.Count()-before)
 			}
 		})
 	}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/phase-console/fleet/access"
+	"github.com/phase-console/fleet/internal/doortest"
+	"github.com/phase-console/fleet/internal/echoconsole"
 	"tailscale.com/tailcfg"
 )
 
@@ -23,60 +25,60 @@ func capOf(values ...string) tailcfg.PeerCapMap {
 // grantDoor starts a door under mode whose alice holds caps (nil: not the capability at all).
 func grantDoor(t *testing.T, caps tailcfg.PeerCapMap, mode access.Mode, opts ...doorOption) *door {
 	t.Helper()
-	tn := newFakeTailnet()
-	p := tn.peers[aliceIP]
-	p.caps = caps
-	tn.peers[aliceIP] = p
+	tn := doortest.NewFakeTailscaled()
+	p := tn.Peers[doortest.AliceIP]
+	p.Caps = caps
+	tn.Peers[doortest.AliceIP] = p
 	return startDoorWith(t, tn, append([]doorOption{func(c *Config) { c.Access = mode }}, opts...)...)
 }
 
 // setAliceCaps changes what tailscaled's WhoIs says of alice's grants.
 func (d *door) setAliceCaps(caps tailcfg.PeerCapMap) {
-	d.tailnet.set(func(f *fakeTailnet) {
-		p := f.peers[aliceIP]
-		p.caps = caps
-		f.peers[aliceIP] = p
+	d.tailnet.Set(func(f *doortest.FakeTailscaled) {
+		p := f.Peers[doortest.AliceIP]
+		p.Caps = caps
+		f.Peers[doortest.AliceIP] = p
 	})
 }
 
 // grantConsoles are the door's consoles by id.
-func (d *door) grantConsoles() map[string]*echoConsole {
-	return map[string]*echoConsole{"alpha": d.alpha, "build-1": d.build1, "beta": d.beta}
+func (d *door) grantConsoles() map[string]*echoconsole.Console {
+	return map[string]*echoconsole.Console{"alpha": d.Alpha, "build-1": d.build1, "beta": d.beta}
 }
 
 // wantOpens sends alice's request for /c/<id>/ and checks what every console saw: when granted,
 // the console id saw exactly this request, asserted as alice; otherwise the answer is 403
 // not-granted with one fleet.rejected line, and no console saw anything.
-func (d *door) wantOpens(t *testing.T, id string, granted bool) response {
+func (d *door) wantOpens(t *testing.T, id string, granted bool) doortest.Response {
 	t.Helper()
 	all := d.grantConsoles()
 	before := map[string]int{}
 	for name, c := range all {
-		before[name] = c.count()
+		before[name] = c.Count()
 	}
-	rejected := len(d.logs.Events("fleet.rejected"))
-	r := d.raw(serveReq("GET", "/c/"+id+"/"))
+	rejected := len(d.Logs.Events("fleet.rejected"))
+	r := d.Raw(doortest.ServeReq("GET", "/c/"+id+"/"))
 	for name, c := range all {
 		want := before[name]
 		if granted && name == id {
 			want++
 		}
-		if got := c.count(); got != want {
+		if got := c.Count(); got != want {
 			t.Errorf("/c/%s/: console %s saw %d new request(s), want %d", id, name, got-before[name], want-before[name])
 		}
 	}
 	if !granted {
-		lines := d.logs.Events("fleet.rejected")[rejected:]
-		if r.status != http.StatusForbidden || r.reason != "not-granted" || len(lines) != 1 || lines[0]["reason"] != "not-granted" {
-			t.Errorf("/c/%s/: got %d %q with log %v, want 403 not-granted and one fleet.rejected line", id, r.status, r.reason, lines)
+		lines := d.Logs.Events("fleet.rejected")[rejected:]
+		if r.Status != http.StatusForbidden || r.Reason != "not-granted" || len(lines) != 1 || lines[0]["reason"] != "not-granted" {
+			t.Errorf("/c/%s/: got %d %q with log %v, want 403 not-granted and one fleet.rejected line", id, r.Status, r.Reason, lines)
 		}
 		return r
 	}
-	if r.status != http.StatusOK {
-		t.Errorf("/c/%s/: got %d %q (%q), want 200", id, r.status, r.reason, r.body)
+	if r.Status != http.StatusOK {
+		t.Errorf("/c/%s/: got %d %q (%q), want 200", id, r.Status, r.Reason, r.Body)
 		return r
 	}
-	if s, _ := all[id].last(); s.Header.Get("X-Phase-Console-Fleet-Login") != alice || s.Path != "/" {
+	if s, _ := all[id].Last(); s.Header.Get("X-Phase-Console-Fleet-Login") != doortest.Alice || s.Path != "/" {
 		t.Errorf("/c/%s/: console saw login %q path %q", id, s.Header.Get("X-Phase-Console-Fleet-Login"), s.Path)
 	}
 	return r
@@ -136,7 +138,7 @@ func TestGrants_G1(t *testing.T) {
 				d.wantOpens(t, id, granted)
 			}
 			// Read once per WhoIs answer: three requests, one answer, one warning per bad value.
-			if got := len(d.logs.Events("fleet.grant-malformed")); got != row.malformed {
+			if got := len(d.Logs.Events("fleet.grant-malformed")); got != row.malformed {
 				t.Errorf("%d fleet.grant-malformed line(s), want %d", got, row.malformed)
 			}
 		})
@@ -182,18 +184,18 @@ func TestNotGrantedNoOracle_G1(t *testing.T) {
 	d := grantDoor(t, capOf(`{"consoles":["alpha"]}`), access.ModeGrants)
 	exists := d.wantOpens(t, "beta", false)
 	missing := d.wantOpens(t, "nosuch", false)
-	if exists.body != missing.body {
-		t.Errorf("the pages differ:\n%q\n%q", exists.body, missing.body)
+	if exists.Body != missing.Body {
+		t.Errorf("the pages differ:\n%q\n%q", exists.Body, missing.Body)
 	}
 	for _, h := range []string{"Content-Type", "Content-Length", "Connection", "X-Fleet-Reason", "Content-Security-Policy"} {
-		if exists.header.Get(h) != missing.header.Get(h) {
-			t.Errorf("%s differs: %q, %q", h, exists.header.Get(h), missing.header.Get(h))
+		if exists.Header.Get(h) != missing.Header.Get(h) {
+			t.Errorf("%s differs: %q, %q", h, exists.Header.Get(h), missing.Header.Get(h))
 		}
 	}
 
 	all := grantDoor(t, capOf(`{"consoles":["*"]}`), access.ModeGrants)
-	before := all.alpha.count()
-	all.wantRefused(t, all.raw(serveReq("GET", "/c/nosuch/")), before, http.StatusNotFound, "unknown-console")
+	before := all.Alpha.Count()
+	all.WantRefused(t, all.Raw(doortest.ServeReq("GET", "/c/nosuch/")), before, http.StatusNotFound, "unknown-console")
 }
 
 // TestHooksOutsideGrant_G1: hooks answers 403 hooks first, whether or not the caller may open the
@@ -209,8 +211,8 @@ func TestHooksOutsideGrant_G1(t *testing.T) {
 	} {
 		t.Run(row.name, func(t *testing.T) {
 			d := grantDoor(t, row.caps, access.ModeGrants)
-			d.wantRejected(t, serveReq("GET", "/c/alpha/hooks"), http.StatusForbidden, "hooks")
-			d.wantRejected(t, serveReq("POST", "/c/nosuch/hooks/x", "Content-Length: 0"), http.StatusForbidden, "hooks")
+			d.WantRejected(t, doortest.ServeReq("GET", "/c/alpha/hooks"), http.StatusForbidden, "hooks")
+			d.WantRejected(t, doortest.ServeReq("POST", "/c/nosuch/hooks/x", "Content-Length: 0"), http.StatusForbidden, "hooks")
 		})
 	}
 }
@@ -268,12 +270,12 @@ func TestSetAccess_G1(t *testing.T) {
 func TestMalformedWarning_G1(t *testing.T) {
 	d := grantDoor(t, capOf(`{"consoles":["al pha"]}`), access.ModeTailnet)
 	d.wantOpens(t, "alpha", false)
-	lines := d.logs.Events("fleet.grant-malformed")
+	lines := d.Logs.Events("fleet.grant-malformed")
 	if len(lines) != 1 {
 		t.Fatalf("got %v", lines)
 	}
 	l := lines[0]
-	if l["level"] != "WARN" || l["login"] != alice || l["capability"] != access.CapabilityName || !strings.Contains(l["why"].(string), "pattern") {
+	if l["level"] != "WARN" || l["login"] != doortest.Alice || l["capability"] != access.CapabilityName || !strings.Contains(l["why"].(string), "pattern") {
 		t.Errorf("warning line %v", l)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/phase-console/fleet/internal/doortest"
 	"github.com/phase-console/fleet/proxy"
 )
 
@@ -15,7 +16,7 @@ import (
 // it as on the TCP door. Any other peer keeps "Host: localhost" and is refused 401 unverified,
 // never 421 for a name it chose; a tailscaled uid of 65534 (a user namespace) verifies nobody.
 func TestUnixServeHostOnlyFromTailscaled_S10(t *testing.T) {
-	evil := strings.Replace(unixServeReq, "X-Forwarded-Host: "+tsName, "X-Forwarded-Host: evil.example", 1)
+	evil := strings.Replace(unixServeReq, "X-Forwarded-Host: "+doortest.TSName, "X-Forwarded-Host: evil.example", 1)
 	rows := []struct {
 		name   string
 		uid    int
@@ -35,17 +36,17 @@ func TestUnixServeHostOnlyFromTailscaled_S10(t *testing.T) {
 		t.Run(row.name, func(t *testing.T) {
 			d := startDoor(t, func(c *Config) { c.TailscaledUID = uid(row.uid) })
 			sock := d.serveUnix(t)
-			before := d.alpha.count()
+			before := d.Alpha.Count()
 			r := d.rawUnix(t, sock, row.req)
 			if row.status != 200 {
-				d.wantRefused(t, r, before, row.status, row.reason)
-				if !strings.Contains(r.body, row.page) {
-					t.Errorf("the page does not say why (%q): %q", row.page, r.body)
+				d.WantRefused(t, r, before, row.status, row.reason)
+				if !strings.Contains(r.Body, row.page) {
+					t.Errorf("the page does not say why (%q): %q", row.page, r.Body)
 				}
 				return
 			}
-			s := d.wantForwarded(t, r, before, alice, "/")
-			want := tsName
+			s := d.WantForwarded(t, r, before, doortest.Alice, "/")
+			want := doortest.TSName
 			if strings.Count(row.req, "X-Forwarded-Host") > 1 {
 				want = "localhost"
 			}
@@ -78,7 +79,7 @@ func TestLocalCallerKnown_S5a(t *testing.T) {
 				d.v.VerifyCaller(r, id)
 				got = append(got, LocalCaller(r))
 			})
-			d.raw(serveReq("GET", "/c/alpha/"))
+			d.Raw(doortest.ServeReq("GET", "/c/alpha/"))
 			mu.Lock()
 			defer mu.Unlock()
 			if len(got) != 2 || got[0] || got[1] != row.local {

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"tailscale.com/tailcfg"
+
+	"github.com/phase-console/fleet/internal/doortest"
 )
 
 // BenchmarkWhoIsCacheHit is what S5c costs per request once tailscaled has answered for the
@@ -16,11 +18,11 @@ func BenchmarkWhoIsCacheHit(b *testing.B) {
 	d := startDoor(b)
 	v := d.v
 	ctx := context.Background()
-	ip := netip.MustParseAddr(aliceIP)
+	ip := netip.MustParseAddr(doortest.AliceIP)
 	if _, ref := v.whoIs(ctx, ip); ref != nil {
 		b.Fatal(ref)
 	}
-	asked := func() int { d.tailnet.mu.Lock(); defer d.tailnet.mu.Unlock(); return len(d.tailnet.whoisLog) }
+	asked := func() int { return len(d.tailnet.WhoisAsked()) }
 	before := asked()
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -56,14 +58,14 @@ func BenchmarkGrantCheck(b *testing.B) {
 	}
 	for _, row := range rows {
 		b.Run(row.name, func(b *testing.B) {
-			tn := newFakeTailnet()
-			p := tn.peers[aliceIP]
-			p.caps = row.caps
-			tn.peers[aliceIP] = p
+			tn := doortest.NewFakeTailscaled()
+			p := tn.Peers[doortest.AliceIP]
+			p.Caps = row.caps
+			tn.Peers[doortest.AliceIP] = p
 			d := startDoorWith(b, tn)
 			v := d.v
 			ctx := context.Background()
-			ip := netip.MustParseAddr(aliceIP)
+			ip := netip.MustParseAddr(doortest.AliceIP)
 			if _, ref := v.whoIs(ctx, ip); ref != nil {
 				b.Fatal(ref)
 			}

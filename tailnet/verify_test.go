@@ -6,6 +6,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/phase-console/fleet/internal/doortest"
 )
 
 // TestCallerVerified_S5 runs each S5 case through a real listener and the real LocalAPI client
@@ -19,33 +21,33 @@ func TestCallerVerified_S5(t *testing.T) {
 		reason string
 		login  string // for forwarded rows
 	}{
-		{"S5 verified user", serveReq("GET", "/c/alpha/"), 200, "", alice},
-		{"S5 verified user over IPv6", strings.Replace(strings.Replace(serveReq("GET", "/c/alpha/"), aliceIP, bobIP, 1), alice, bob, 1), 200, "", bob},
-		{"S5 no Tailscale-User-Login is fine (WhoIs decides)", strings.Replace(serveReq("GET", "/c/alpha/"), "Tailscale-User-Login: "+alice+"\n", "", 1), 200, "", alice},
-		{"S5 RFC 2047 login", strings.Replace(strings.Replace(serveReq("GET", "/c/alpha/"), aliceIP, jurgenIP, 1), alice, mime.QEncoding.Encode("utf-8", jurgen), 1), 200, "", jurgen},
-		{"S5c tagged node", strings.Replace(strings.Replace(serveReq("GET", "/c/alpha/"), aliceIP, taggedIP, 1), "Tailscale-User-Login: "+alice+"\n", "", 1), 403, "tagged-node", ""},
-		{"S5c funnel", serveReq("GET", "/c/alpha/", "Tailscale-Funnel-Request: ?1"), 403, "funnel", ""},
-		{"S5c funnel spelled", serveReq("GET", "/c/alpha/", "tailscale_funnel_request: ?1"), 403, "funnel", ""},
-		{"S5c unknown peer", strings.Replace(serveReq("GET", "/c/alpha/"), aliceIP, "100.64.0.99", 1), 401, "unverified", ""},
-		{"S5c X-Forwarded-For not Tailscale", strings.Replace(serveReq("GET", "/c/alpha/"), aliceIP, "192.168.1.5", 1), 401, "unverified", ""},
-		{"S5c X-Forwarded-For list", strings.Replace(serveReq("GET", "/c/alpha/"), aliceIP, aliceIP+", "+aliceIP, 1), 401, "unverified", ""},
-		{"S5c X-Forwarded-For twice", serveReq("GET", "/c/alpha/", "X-Forwarded-For: "+aliceIP), 401, "unverified", ""},
-		{"S5c X-Forwarded-For missing", strings.Replace(serveReq("GET", "/c/alpha/"), "X-Forwarded-For: "+aliceIP+"\n", "", 1), 401, "unverified", ""},
-		{"S5c X-Forwarded-For with port", strings.Replace(serveReq("GET", "/c/alpha/"), aliceIP, aliceIP+":443", 1), 401, "unverified", ""},
-		{"S5d forged Tailscale-User-Login", strings.Replace(serveReq("GET", "/c/alpha/"), "Tailscale-User-Login: "+alice, "Tailscale-User-Login: bob@example.com", 1), 401, "identity-mismatch", ""},
-		{"S5d two Tailscale-User-Login", serveReq("GET", "/c/alpha/", "Tailscale-User-Login: "+alice), 401, "identity-mismatch", ""},
-		{"S5d device-shaped forged login", strings.Replace(serveReq("GET", "/c/alpha/"), "Tailscale-User-Login: "+alice, "Tailscale-User-Login: device:phone#abcdef", 1), 401, "identity-mismatch", ""},
-		{"S5 this node's own address (a local process through Serve)", strings.Replace(serveReq("GET", "/c/alpha/"), aliceIP, selfIP, 1), 403, "self", ""},
+		{"S5 verified user", doortest.ServeReq("GET", "/c/alpha/"), 200, "", doortest.Alice},
+		{"S5 verified user over IPv6", strings.Replace(strings.Replace(doortest.ServeReq("GET", "/c/alpha/"), doortest.AliceIP, doortest.BobIP, 1), doortest.Alice, doortest.Bob, 1), 200, "", doortest.Bob},
+		{"S5 no Tailscale-User-Login is fine (WhoIs decides)", strings.Replace(doortest.ServeReq("GET", "/c/alpha/"), "Tailscale-User-Login: "+doortest.Alice+"\n", "", 1), 200, "", doortest.Alice},
+		{"S5 RFC 2047 login", strings.Replace(strings.Replace(doortest.ServeReq("GET", "/c/alpha/"), doortest.AliceIP, doortest.JurgenIP, 1), doortest.Alice, mime.QEncoding.Encode("utf-8", doortest.Jurgen), 1), 200, "", doortest.Jurgen},
+		{"S5c tagged node", strings.Replace(strings.Replace(doortest.ServeReq("GET", "/c/alpha/"), doortest.AliceIP, doortest.TaggedIP, 1), "Tailscale-User-Login: "+doortest.Alice+"\n", "", 1), 403, "tagged-node", ""},
+		{"S5c funnel", doortest.ServeReq("GET", "/c/alpha/", "Tailscale-Funnel-Request: ?1"), 403, "funnel", ""},
+		{"S5c funnel spelled", doortest.ServeReq("GET", "/c/alpha/", "tailscale_funnel_request: ?1"), 403, "funnel", ""},
+		{"S5c unknown peer", strings.Replace(doortest.ServeReq("GET", "/c/alpha/"), doortest.AliceIP, "100.64.0.99", 1), 401, "unverified", ""},
+		{"S5c X-Forwarded-For not Tailscale", strings.Replace(doortest.ServeReq("GET", "/c/alpha/"), doortest.AliceIP, "192.168.1.5", 1), 401, "unverified", ""},
+		{"S5c X-Forwarded-For list", strings.Replace(doortest.ServeReq("GET", "/c/alpha/"), doortest.AliceIP, doortest.AliceIP+", "+doortest.AliceIP, 1), 401, "unverified", ""},
+		{"S5c X-Forwarded-For twice", doortest.ServeReq("GET", "/c/alpha/", "X-Forwarded-For: "+doortest.AliceIP), 401, "unverified", ""},
+		{"S5c X-Forwarded-For missing", strings.Replace(doortest.ServeReq("GET", "/c/alpha/"), "X-Forwarded-For: "+doortest.AliceIP+"\n", "", 1), 401, "unverified", ""},
+		{"S5c X-Forwarded-For with port", strings.Replace(doortest.ServeReq("GET", "/c/alpha/"), doortest.AliceIP, doortest.AliceIP+":443", 1), 401, "unverified", ""},
+		{"S5d forged Tailscale-User-Login", strings.Replace(doortest.ServeReq("GET", "/c/alpha/"), "Tailscale-User-Login: "+doortest.Alice, "Tailscale-User-Login: bob@example.com", 1), 401, "identity-mismatch", ""},
+		{"S5d two Tailscale-User-Login", doortest.ServeReq("GET", "/c/alpha/", "Tailscale-User-Login: "+doortest.Alice), 401, "identity-mismatch", ""},
+		{"S5d device-shaped forged login", strings.Replace(doortest.ServeReq("GET", "/c/alpha/"), "Tailscale-User-Login: "+doortest.Alice, "Tailscale-User-Login: device:phone#abcdef", 1), 401, "identity-mismatch", ""},
+		{"S5 this node's own address (a local process through Serve)", strings.Replace(doortest.ServeReq("GET", "/c/alpha/"), doortest.AliceIP, doortest.SelfIP, 1), 403, "self", ""},
 	}
 	for _, row := range rows {
 		t.Run(row.name, func(t *testing.T) {
-			before := d.alpha.count()
-			r := d.raw(row.req)
+			before := d.Alpha.Count()
+			r := d.Raw(row.req)
 			if row.status == 200 {
-				d.wantForwarded(t, r, before, row.login, "/")
+				d.WantForwarded(t, r, before, row.login, "/")
 				return
 			}
-			d.wantRefused(t, r, before, row.status, row.reason)
+			d.WantRefused(t, r, before, row.status, row.reason)
 		})
 	}
 }
@@ -54,14 +56,14 @@ func TestCallerVerified_S5(t *testing.T) {
 // request is judged on its own.
 func TestTwoUsersOneConnection_S5(t *testing.T) {
 	d := startDoor(t)
-	bobReq := strings.Replace(strings.Replace(serveReq("GET", "/c/alpha/b"), aliceIP, bobIP, 1), alice, bob, 1)
-	rs := d.rawMany(serveReq("GET", "/c/alpha/a")+bobReq, 2)
-	if rs[0].status != 200 || rs[1].status != 200 {
-		t.Fatalf("got %d, %d", rs[0].status, rs[1].status)
+	bobReq := strings.Replace(strings.Replace(doortest.ServeReq("GET", "/c/alpha/b"), doortest.AliceIP, doortest.BobIP, 1), doortest.Alice, doortest.Bob, 1)
+	rs := d.RawMany(doortest.ServeReq("GET", "/c/alpha/a")+bobReq, 2)
+	if rs[0].Status != 200 || rs[1].Status != 200 {
+		t.Fatalf("got %d, %d", rs[0].Status, rs[1].Status)
 	}
-	reqs := d.alpha.All()
+	reqs := d.Alpha.All()
 	got := []string{reqs[0].Header.Get("X-Phase-Console-Fleet-Login"), reqs[1].Header.Get("X-Phase-Console-Fleet-Login")}
-	if got[0] != alice || got[1] != bob {
+	if got[0] != doortest.Alice || got[1] != doortest.Bob {
 		t.Fatalf("logins %q, want alice then bob", got)
 	}
 }
@@ -71,22 +73,20 @@ func TestTwoUsersOneConnection_S5(t *testing.T) {
 // unless tailscaled runs on a kernel TUN, where that cannot happen and the WhoIs is skipped.
 func TestDirectForwardRefused_S5b(t *testing.T) {
 	d := startDoor(t)
-	d.tailnet.set(func(f *fakeTailnet) {
-		f.direct = func(addr string) bool { return strings.HasPrefix(addr, "127.0.0.1:") }
+	d.tailnet.Set(func(f *doortest.FakeTailscaled) {
+		f.Direct = func(addr string) bool { return strings.HasPrefix(addr, "127.0.0.1:") }
 	})
-	before := d.alpha.count()
-	d.wantRefused(t, d.raw(serveReq("GET", "/c/alpha/")), before, http.StatusUnauthorized, "unverified")
+	before := d.Alpha.Count()
+	d.WantRefused(t, d.Raw(doortest.ServeReq("GET", "/c/alpha/")), before, http.StatusUnauthorized, "unverified")
 
 	tun := startDoor(t)
-	tun.tailnet.set(func(f *fakeTailnet) {
-		f.tun = true
-		f.direct = func(addr string) bool { return strings.HasPrefix(addr, "127.0.0.1:") }
+	tun.tailnet.Set(func(f *doortest.FakeTailscaled) {
+		f.TUN = true
+		f.Direct = func(addr string) bool { return strings.HasPrefix(addr, "127.0.0.1:") }
 	})
-	before = tun.alpha.count()
-	tun.wantForwarded(t, tun.raw(serveReq("GET", "/c/alpha/")), before, alice, "/")
-	tun.tailnet.mu.Lock()
-	defer tun.tailnet.mu.Unlock()
-	for _, a := range tun.tailnet.whoisLog {
+	before = tun.Alpha.Count()
+	tun.WantForwarded(t, tun.Raw(doortest.ServeReq("GET", "/c/alpha/")), before, doortest.Alice, "/")
+	for _, a := range tun.tailnet.WhoisAsked() {
 		if strings.Contains(a, ":") && !strings.Contains(a, "::") && strings.Count(a, ":") == 1 {
 			t.Errorf("WhoIs(%s) asked although status says TUN", a)
 		}
@@ -96,11 +96,9 @@ func TestDirectForwardRefused_S5b(t *testing.T) {
 // TestConnectionJudgedOnce_S5: S5a/S5b are judged once per connection, not per request.
 func TestConnectionJudgedOnce_S5(t *testing.T) {
 	d := startDoor(t)
-	d.rawMany(serveReq("GET", "/c/alpha/1")+serveReq("GET", "/c/alpha/2")+serveReq("GET", "/c/alpha/3"), 3)
-	d.tailnet.mu.Lock()
-	defer d.tailnet.mu.Unlock()
+	d.RawMany(doortest.ServeReq("GET", "/c/alpha/1")+doortest.ServeReq("GET", "/c/alpha/2")+doortest.ServeReq("GET", "/c/alpha/3"), 3)
 	conn, bare := 0, 0
-	for _, a := range d.tailnet.whoisLog {
+	for _, a := range d.tailnet.WhoisAsked() {
 		if strings.HasPrefix(a, "127.0.0.1:") {
 			conn++
 		} else {
@@ -111,18 +109,18 @@ func TestConnectionJudgedOnce_S5(t *testing.T) {
 		t.Errorf("WhoIs(RemoteAddr) asked %d times for one connection, want 1", conn)
 	}
 	if bare != 1 {
-		t.Errorf("WhoIs(%s) asked %d times, want 1 (cached)", aliceIP, bare)
+		t.Errorf("WhoIs(%s) asked %d times, want 1 (cached)", doortest.AliceIP, bare)
 	}
 }
 
 // TestNotTailscaledRefused_S5a: a connection whose peer is not tailscaled's uid is refused.
 func TestNotTailscaledRefused_S5a(t *testing.T) {
 	d := startDoor(t, func(c *Config) { c.TailscaledUID = uid(os.Getuid() + 1) })
-	before := d.alpha.count()
-	r := d.raw(serveReq("GET", "/c/alpha/"))
-	d.wantRefused(t, r, before, http.StatusUnauthorized, "unverified")
-	if !strings.Contains(r.body, "not from tailscaled") {
-		t.Errorf("page does not say why: %q", r.body)
+	before := d.Alpha.Count()
+	r := d.Raw(doortest.ServeReq("GET", "/c/alpha/"))
+	d.WantRefused(t, r, before, http.StatusUnauthorized, "unverified")
+	if !strings.Contains(r.Body, "not from tailscaled") {
+		t.Errorf("page does not say why: %q", r.Body)
 	}
 }
 
@@ -130,14 +128,14 @@ func TestNotTailscaledRefused_S5a(t *testing.T) {
 // page that says why and what to run, and nothing is forwarded.
 func TestLocalAPIDownFailsClosed_S5(t *testing.T) {
 	d := startDoor(t)
-	d.tailnet.set(func(f *fakeTailnet) { f.down = true })
-	before := d.alpha.count()
-	r := d.raw(serveReq("GET", "/c/alpha/"))
-	d.wantRefused(t, r, before, http.StatusUnauthorized, "unverified")
-	if !strings.Contains(r.body, "tailscale status") {
-		t.Errorf("page does not say what to run: %q", r.body)
+	d.tailnet.Set(func(f *doortest.FakeTailscaled) { f.Down = true })
+	before := d.Alpha.Count()
+	r := d.Raw(doortest.ServeReq("GET", "/c/alpha/"))
+	d.WantRefused(t, r, before, http.StatusUnauthorized, "unverified")
+	if !strings.Contains(r.Body, "tailscale status") {
+		t.Errorf("page does not say what to run: %q", r.Body)
 	}
 	// Loopback Host too (S10 passes, S5 cannot).
-	r = d.raw("GET /c/alpha/ HTTP/1.1\nHost: 127.0.0.1\nX-Forwarded-For: " + aliceIP + "\n\n")
-	d.wantRefused(t, r, before, http.StatusUnauthorized, "unverified")
+	r = d.Raw("GET /c/alpha/ HTTP/1.1\nHost: 127.0.0.1\nX-Forwarded-For: " + doortest.AliceIP + "\n\n")
+	d.WantRefused(t, r, before, http.StatusUnauthorized, "unverified")
 }

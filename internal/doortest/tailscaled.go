@@ -49,7 +49,8 @@ type FakeTailscaled struct {
 // A FakePeer is a tailnet node as WhoIs describes it.
 type FakePeer struct {
 	Login  string
-	Tagged bool // a tagged node (tag:ci), owned by no person
+	Tagged bool               // a tagged node (tag:ci), owned by no person
+	Caps   tailcfg.PeerCapMap // if not nil, the peer's CapMap in WhoIs (app capability grants, SPEC G1)
 }
 
 // NewFakeTailscaled knows Alice, Bob and Jürgen, and a tagged node at TaggedIP.
@@ -123,7 +124,7 @@ func (f *FakeTailscaled) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if p.Tagged {
 			n.Tags = []string{"tag:ci"}
 		}
-		json.NewEncoder(w).Encode(&apitype.WhoIsResponse{Node: n, UserProfile: &tailcfg.UserProfile{LoginName: p.Login}})
+		json.NewEncoder(w).Encode(&apitype.WhoIsResponse{Node: n, UserProfile: &tailcfg.UserProfile{LoginName: p.Login}, CapMap: p.Caps})
 	case "/localapi/v0/prefs":
 		if f.PrefsDown {
 			http.Error(w, "prefs unavailable", http.StatusInternalServerError)
