@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/phase-console/fleet/internal/doortest"
 )
 
 // The connection bounds (SPEC R6c), through a real door: raw TLS connections that each get one
@@ -85,7 +87,7 @@ func hold(t testing.TB, name string, conn *tls.Conn, req string, status int) *he
 
 // ask sends req and reads its answer's status.
 func (h *heldConn) ask(req string) (int, error) {
-	h.conn.SetDeadline(time.Now().Add(waitLimit))
+	h.conn.SetDeadline(time.Now().Add(doortest.WaitLimit))
 	if _, err := io.WriteString(h.conn, req); err != nil {
 		return 0, err
 	}
@@ -103,11 +105,11 @@ func (h *heldConn) ask(req string) (int, error) {
 }
 
 // closedByDoor reports whether the door has closed the connection: a read ends at once with
-// an error. A read that waits until waitLimit means it is open (the guard against a hang is
+// an error. A read that waits until doortest.WaitLimit means it is open (the guard against a hang is
 // what answers, never a measured time).
 func (h *heldConn) closedByDoor() bool {
 	h.t.Helper()
-	h.conn.SetReadDeadline(time.Now().Add(waitLimit))
+	h.conn.SetReadDeadline(time.Now().Add(doortest.WaitLimit))
 	_, err := h.br.ReadByte()
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
@@ -181,8 +183,8 @@ func TestConnsOverall_R6c(t *testing.T) {
 	const sources, each = 20, 60
 	var bare []net.Conn
 	for i := range sources * each {
-		dialer := &net.Dialer{Timeout: waitLimit, LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(2+i%sources))}}
-		c, err := dialer.Dial("tcp4", d.addr)
+		dialer := &net.Dialer{Timeout: doortest.WaitLimit, LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(2+i%sources))}}
+		c, err := dialer.Dial("tcp4", d.Addr)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -195,7 +197,7 @@ func TestConnsOverall_R6c(t *testing.T) {
 
 	evicted := len(bare) + 1 - StrangerConnLimit // the newcomer made room too
 	for i, c := range bare[:evicted] {
-		c.SetReadDeadline(time.Now().Add(waitLimit))
+		c.SetReadDeadline(time.Now().Add(doortest.WaitLimit))
 		if _, err := c.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
 			t.Fatalf("connection %d of %d is still open (%v): the oldest beyond %d must be closed", i, len(bare), err, StrangerConnLimit)
 		}
@@ -227,14 +229,15 @@ func TestConnsOverall_R6c(t *testing.T) {
 	if st, err := phone.ask(d.req("GET", "/c/alpha/again", cookie)); err != nil || st != http.StatusOK {
 		t.Errorf("the phone's connection: %d %v, want 200 from its console", st, err)
 	}
-	if n, last := d.alpha.received(); n != 2 || last.Path != "/again" {
+	last, _ := d.Alpha.Last()
+	if n := d.Alpha.Count(); n != 2 || last.Path != "/again" {
 		t.Errorf("the console saw %d requests, the last %q; want the phone's two", n, last.Path)
 	}
 	if s, devs, _ := d.door.conns.connCounts(); s != StrangerConnLimit || devs != 1 {
 		t.Errorf("held: %d strangers' and %d devices' connections, want %d and 1", s, devs, StrangerConnLimit)
 	}
-	if !strings.Contains(d.logs.String(), `"msg":"fleet.reach-conn-evicted"`) {
-		t.Errorf("no fleet.reach-conn-evicted line: %s", d.logs)
+	if !strings.Contains(d.Logs.String(), `"msg":"fleet.reach-conn-evicted"`) {
+		t.Errorf("no fleet.reach-conn-evicted line: %s", d.Logs)
 	}
 }
 
@@ -332,12 +335,12 @@ func TestConnsCapacity_R6c(t *testing.T) {
 			t.Errorf("stranger's connection %d is still open beside %d devices' connections", 2+i, capacity)
 		}
 	}
-	conn, err := net.Dial("tcp", d.addr)
+	conn, err := net.Dial("tcp", d.Addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(waitLimit))
+	conn.SetDeadline(time.Now().Add(doortest.WaitLimit))
 	if err := tls.Client(conn, &tls.Config{RootCAs: d.pool, ServerName: d.door.Addr().Addr().String()}).Handshake(); err == nil {
 		t.Errorf("a connection past the capacity, all of it devices': the handshake succeeded")
 	} else if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
@@ -371,11 +374,11 @@ func TestConnsRevokedDevice_R6c(t *testing.T) {
 	}
 }
 
-// waitConns waits (guarded by waitLimit) until the door's connections satisfy cond: the door
+// waitConns waits (guarded by doortest.WaitLimit) until the door's connections satisfy cond: the door
 // changes them a moment after the answer a test reads.
 func waitConns(t *testing.T, d *testDoor, cond func(strangers, devices, idle int) bool) {
 	t.Helper()
-	deadline := time.Now().Add(waitLimit)
+	deadline := time.Now().Add(doortest.WaitLimit)
 	for {
 		s, devs, idle := d.door.conns.connCounts()
 		if cond(s, devs, idle) {

@@ -79,14 +79,14 @@ func TestConsoleCannotSetDeviceCookie_R9(t *testing.T) {
 			t.Errorf("%s: the console's own cookie was dropped too: %q", what, h.Values("Set-Cookie"))
 		}
 	}
-	res := d.raw(d.req("GET", "/c/evil/", cookie))
-	if res.status != http.StatusOK {
-		t.Fatalf("GET: status %d %s, want 200", res.status, res.reason)
+	res := d.RawAs(d.req("GET", "/c/evil/", cookie))
+	if res.Status != http.StatusOK {
+		t.Fatalf("GET: status %d %s, want 200", res.Status, res.Reason)
 	}
-	check("GET", res.header)
+	check("GET", res.Header)
 
-	conn, _, resp := d.open(d.req("GET", "/c/evil/ws", cookie, "Connection: Upgrade", "Upgrade: websocket",
-		"Sec-WebSocket-Version: 13", "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==", "Origin: https://"+d.addr))
+	conn, _, resp := d.Open(d.req("GET", "/c/evil/ws", cookie, "Connection: Upgrade", "Upgrade: websocket",
+		"Sec-WebSocket-Version: 13", "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==", "Origin: https://"+d.Addr))
 	defer conn.Close()
 	if resp.StatusCode != http.StatusSwitchingProtocols {
 		t.Fatalf("upgrade: status %d %s, want 101", resp.StatusCode, resp.Header.Get("X-Fleet-Reason"))
@@ -116,16 +116,16 @@ func TestConsoleCannotActOnWholeOrigin_R9(t *testing.T) {
 	t.Cleanup(func() { srv.Close() })
 	d := startTestDoor(t, func(c *Config) { c.Consoles = consoleMap{"evil": ln.Addr().String()} })
 	_, cookie := d.pair("phone")
-	res := d.raw(d.req("GET", "/c/evil/sw.js", cookie, "Service-Worker: script"))
-	if res.status != http.StatusOK {
-		t.Fatalf("status %d %s, want 200", res.status, res.reason)
+	res := d.RawAs(d.req("GET", "/c/evil/sw.js", cookie, "Service-Worker: script"))
+	if res.Status != http.StatusOK {
+		t.Fatalf("status %d %s, want 200", res.Status, res.Reason)
 	}
 	for _, name := range []string{"Service-Worker-Allowed", "Clear-Site-Data"} {
-		if v := res.header.Values(name); len(v) != 0 {
+		if v := res.Header.Values(name); len(v) != 0 {
 			t.Errorf("a console's %s reached the phone: %q", name, v)
 		}
 	}
-	if res.header.Get("X-Console-Own") != "kept" {
+	if res.Header.Get("X-Console-Own") != "kept" {
 		t.Errorf("the console's own header was dropped too")
 	}
 }

@@ -3,7 +3,7 @@ package reach
 // The door's own answers bounded in time (S9, R6): one its caller does not take is given up
 // after AnswerTimeout; a body the door reads, and a request it forwards, are not cut by it. The
 // door's tests set a short answerTimeout: what is tested is that an answer is given up, or not,
-// never how soon; every wait is bounded by waitLimit, a guard against a hang.
+// never how soon; every wait is bounded by doortest.WaitLimit, a guard against a hang.
 
 import (
 	"bufio"
@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
+
+	"github.com/phase-console/fleet/internal/doortest"
 )
 
 // TestUntakenHTTP2AnswersGivenUp_S9_R6: a stranger on the LAN — no code, no cookie — opens one
@@ -36,7 +38,7 @@ func TestUntakenHTTP2AnswersGivenUp_S9_R6(t *testing.T) {
 	runtime.GC()
 	before := runtime.NumGoroutine()
 	c := d.dialH2(t, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
-	if !c.wait(time.Now().Add(waitLimit), func() bool { return len(c.settings) > 0 }) {
+	if !c.wait(time.Now().Add(doortest.WaitLimit), func() bool { return len(c.settings) > 0 }) {
 		t.Fatal("no SETTINGS from the door")
 	}
 	c.mu.Lock()
@@ -50,7 +52,7 @@ func TestUntakenHTTP2AnswersGivenUp_S9_R6(t *testing.T) {
 	for i := range uint32(n) {
 		c.get(2*i+1, "/c/alpha/x")
 	}
-	if !c.wait(time.Now().Add(waitLimit), func() bool {
+	if !c.wait(time.Now().Add(doortest.WaitLimit), func() bool {
 		if c.ended != nil {
 			return true
 		}
@@ -92,7 +94,7 @@ func TestUntakenHTTP2AnswersGivenUp_S9_R6(t *testing.T) {
 	}
 
 	// The handlers' goroutines are gone (the connection's own remain: it is still open).
-	for limit := time.Now().Add(waitLimit); runtime.NumGoroutine() > before+20; time.Sleep(10 * time.Millisecond) {
+	for limit := time.Now().Add(doortest.WaitLimit); runtime.NumGoroutine() > before+20; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(limit) {
 			t.Fatalf("%d goroutines after the streams were reset, %d before the connection", runtime.NumGoroutine(), before)
 		}
@@ -151,7 +153,7 @@ func TestSlowPairingFormNotCutByAnswerDeadline_S9(t *testing.T) {
 			}
 			c.data(1, p, i == len(pieces)-1)
 		}
-		if !c.wait(time.Now().Add(waitLimit), func() bool { return c.streams[1].done != "" || c.ended != nil }) {
+		if !c.wait(time.Now().Add(doortest.WaitLimit), func() bool { return c.streams[1].done != "" || c.ended != nil }) {
 			t.Fatal("the answer to the form, which the client does not take, was never given up")
 		}
 		status, reason, _, done := c.stream(1)
@@ -206,7 +208,7 @@ func TestPairingWorkNotChargedToCaller_S9(t *testing.T) {
 		c := d.dialH2(t, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
 		c.open(1, "POST", "/pair", false, head)
 		c.data(1, form, true)
-		if !c.wait(time.Now().Add(waitLimit), func() bool { return c.streams[1].done != "" || c.ended != nil }) {
+		if !c.wait(time.Now().Add(doortest.WaitLimit), func() bool { return c.streams[1].done != "" || c.ended != nil }) {
 			t.Fatal("the answer, which the client does not take, was never given up")
 		}
 		status, reason, _, done := c.stream(1)
@@ -252,7 +254,7 @@ func TestForwardedStreamHasNoAnswerDeadline_S9(t *testing.T) {
 		t.Fatalf("the device's event stream: %d %q %v", res.StatusCode, line, err)
 	}
 	time.Sleep(3 * timeout)
-	d.alpha.Tick()
+	d.Alpha.Tick()
 	if line, err := skipBlank(body); err != nil || line != "data: tick\n" {
 		t.Errorf("the event stream after the door's answer timeout: %q %v, want a tick", line, err)
 	}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/phase-console/fleet/internal/doortest"
 	"github.com/phase-console/fleet/pairing"
 )
 
@@ -74,7 +75,7 @@ func TestOwnAnswerDoesNotAwaitAnUnreadBody_S9(t *testing.T) {
 			if _, err := io.WriteString(conn, row.req); err != nil { // the head, and no byte of the body
 				t.Fatal(err)
 			}
-			conn.SetReadDeadline(time.Now().Add(waitLimit))
+			conn.SetReadDeadline(time.Now().Add(doortest.WaitLimit))
 			br := bufio.NewReader(conn)
 			method, _, _ := strings.Cut(row.req, " ")
 			res, err := http.ReadResponse(br, &http.Request{Method: method})
@@ -97,7 +98,7 @@ func TestOwnAnswerDoesNotAwaitAnUnreadBody_S9(t *testing.T) {
 			}
 		})
 	}
-	if n, _ := d.alpha.received(); n != 0 {
+	if n := d.Alpha.Count(); n != 0 {
 		t.Errorf("the console saw %d requests", n)
 	}
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/phase-console/fleet/internal/doorrules"
+	"github.com/phase-console/fleet/internal/doortest"
 )
 
 // TestSharedRulesHTTP2_S3_S4_S7_S9_S12_R5: the table's HTTP/2 rows, over TLS with ALPN h2 on
@@ -35,15 +36,15 @@ func (r h2RulesDoor) DialH2(t *testing.T, serverName string) *tls.Conn {
 	} else {
 		cfg.ServerName = r.d.door.Addr().Addr().String() // an IP: verified, and sent as no SNI
 	}
-	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: waitLimit}, "tcp", r.d.addr, cfg)
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: doortest.WaitLimit}, "tcp", r.d.Addr, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn.SetDeadline(time.Now().Add(waitLimit))
+	conn.SetDeadline(time.Now().Add(doortest.WaitLimit))
 	return conn
 }
 
-func (r h2RulesDoor) Authority() string { return r.d.addr }
+func (r h2RulesDoor) Authority() string { return r.d.Addr }
 
 func (r h2RulesDoor) Credential() (string, string) { return "cookie", r.cred }
 
@@ -53,7 +54,4 @@ func (r h2RulesDoor) Login() string { return r.login }
 // be held back by another's.
 func (r h2RulesDoor) Before() { r.d.clock.Advance(Window) }
 
-func (r h2RulesDoor) Received() (int, string, http.Header) {
-	n, s := r.d.alpha.received()
-	return n, s.Path, s.Header
-}
+func (r h2RulesDoor) Received() (int, string, http.Header) { return r.d.Alpha.Received() }

@@ -26,7 +26,7 @@ func TestHostAdmission_R5(t *testing.T) {
 		name, host, sni string
 		status          int
 	}{
-		{"listen IP and port", d.addr, "", 200},
+		{"listen IP and port", d.Addr, "", 200},
 		{"listen IP without port", ip, "", 200},
 		{"listen IP, other port", ip + ":1", "", 421},
 		{"other IP", "127.0.0.2:" + itoa(port), "", 421},
@@ -35,18 +35,18 @@ func TestHostAdmission_R5(t *testing.T) {
 		{"IPv4 in brackets", "[" + ip + "]", "", 421},
 		{"IPv4-mapped IPv6", "[::ffff:" + ip + "]:" + itoa(port), "", 421},
 		{"empty Host", "", "", 421},
-		{"SNI is a name", d.addr, "example.com", 421},
-		{"the IP as server name (Go sends no SNI for it)", d.addr, ip, 200},
+		{"SNI is a name", d.Addr, "example.com", 421},
+		{"the IP as server name (Go sends no SNI for it)", d.Addr, ip, 200},
 	}
 	for _, row := range rows {
 		t.Run(row.name, func(t *testing.T) {
 			d.clock.Advance(Window) // each row on its own: no failure of another row counts
 			resp := d.rawSNI(row.sni, reqHost("GET", "/ca.crt", row.host))
-			if resp.status != row.status {
-				t.Fatalf("got %d %q, want %d", resp.status, resp.reason, row.status)
+			if resp.Status != row.status {
+				t.Fatalf("got %d %q, want %d", resp.Status, resp.Reason, row.status)
 			}
-			if row.status == 421 && resp.reason != "host" {
-				t.Errorf("reason %q, want host", resp.reason)
+			if row.status == 421 && resp.Reason != "host" {
+				t.Errorf("reason %q, want host", resp.Reason)
 			}
 		})
 	}
@@ -59,22 +59,22 @@ func itoa(p uint16) string { return strconv.Itoa(int(p)) }
 func TestLimiterThroughTheDoor_R6(t *testing.T) {
 	d := startTestDoor(t)
 	for i := 0; i < SourceLimit; i++ {
-		if r := d.raw(reqHost("GET", "/ca.crt", "evil.example")); r.status != 421 {
-			t.Fatalf("bad Host %d: %d, want 421", i+1, r.status)
+		if r := d.RawAs(reqHost("GET", "/ca.crt", "evil.example")); r.Status != 421 {
+			t.Fatalf("bad Host %d: %d, want 421", i+1, r.Status)
 		}
 	}
-	r := d.raw(d.req("GET", "/ca.crt"))
-	if r.status != http.StatusTooManyRequests || r.header.Get("Retry-After") != "600" || r.reason != "rate-limited" {
-		t.Fatalf("after ten failures: %d %q Retry-After %q, want 429 rate-limited 600", r.status, r.reason, r.header.Get("Retry-After"))
+	r := d.RawAs(d.req("GET", "/ca.crt"))
+	if r.Status != http.StatusTooManyRequests || r.Header.Get("Retry-After") != "600" || r.Reason != "rate-limited" {
+		t.Fatalf("after ten failures: %d %q Retry-After %q, want 429 rate-limited 600", r.Status, r.Reason, r.Header.Get("Retry-After"))
 	}
 	d.clock.Advance(3 * 60e9)
-	r = d.raw(d.req("GET", "/ca.crt", "X-Forwarded-For: 192.0.2.7", "X-Real-Ip: 192.0.2.7"))
-	if r.status != http.StatusTooManyRequests || r.header.Get("Retry-After") != "420" {
-		t.Fatalf("three minutes on, claiming another address: %d Retry-After %q, want 429 420", r.status, r.header.Get("Retry-After"))
+	r = d.RawAs(d.req("GET", "/ca.crt", "X-Forwarded-For: 192.0.2.7", "X-Real-Ip: 192.0.2.7"))
+	if r.Status != http.StatusTooManyRequests || r.Header.Get("Retry-After") != "420" {
+		t.Fatalf("three minutes on, claiming another address: %d Retry-After %q, want 429 420", r.Status, r.Header.Get("Retry-After"))
 	}
 	d.clock.Advance(7 * 60e9)
-	if r := d.raw(d.req("GET", "/ca.crt")); r.status != 200 {
-		t.Fatalf("after the window: %d, want 200", r.status)
+	if r := d.RawAs(d.req("GET", "/ca.crt")); r.Status != 200 {
+		t.Fatalf("after the window: %d, want 200", r.Status)
 	}
 }
 
@@ -86,18 +86,18 @@ func TestOverallLimitSparesDevices_R6(t *testing.T) {
 	_, cookie := d.pair("phone")
 	for i := 0; i < OverallLimit; i++ {
 		src := "127.0.0." + strconv.Itoa(2+i/SourceLimit)
-		if r := d.rawFrom(src, reqHost("GET", "/ca.crt", "evil.example")); r.status != 421 {
-			t.Fatalf("bad Host %d from %s: %d, want 421", i+1, src, r.status)
+		if r := d.rawFrom(src, reqHost("GET", "/ca.crt", "evil.example")); r.Status != 421 {
+			t.Fatalf("bad Host %d from %s: %d, want 421", i+1, src, r.Status)
 		}
 	}
-	if r := d.rawFrom("127.0.0.20", d.req("GET", "/pair")); r.status != http.StatusTooManyRequests {
-		t.Fatalf("a stranger from a fresh source: %d, want 429", r.status)
+	if r := d.rawFrom("127.0.0.20", d.req("GET", "/pair")); r.Status != http.StatusTooManyRequests {
+		t.Fatalf("a stranger from a fresh source: %d, want 429", r.Status)
 	}
-	if r := d.rawFrom("127.0.0.21", d.req("GET", "/c/alpha/x", cookie)); r.status != 200 {
-		t.Fatalf("a paired device from a fresh source: %d %q, want 200", r.status, r.reason)
+	if r := d.rawFrom("127.0.0.21", d.req("GET", "/c/alpha/x", cookie)); r.Status != 200 {
+		t.Fatalf("a paired device from a fresh source: %d %q, want 200", r.Status, r.Reason)
 	}
-	if r := d.rawFrom("127.0.0.2", d.req("GET", "/c/alpha/x", cookie)); r.status != 200 {
-		t.Fatalf("a paired device from a source that failed ten times: %d %q, want 200", r.status, r.reason)
+	if r := d.rawFrom("127.0.0.2", d.req("GET", "/c/alpha/x", cookie)); r.Status != 200 {
+		t.Fatalf("a paired device from a source that failed ten times: %d %q, want 200", r.Status, r.Reason)
 	}
 }
 
@@ -115,12 +115,12 @@ func TestPairingFailuresCount_R6(t *testing.T) {
 		}
 	})
 	for i := 0; i < SourceLimit; i++ {
-		if r := d.raw(d.req("POST", "/pair", "Content-Length: 0")); r.status != http.StatusForbidden {
-			t.Fatalf("try %d: %d", i+1, r.status)
+		if r := d.RawAs(d.req("POST", "/pair", "Content-Length: 0")); r.Status != http.StatusForbidden {
+			t.Fatalf("try %d: %d", i+1, r.Status)
 		}
 	}
-	if r := d.raw(d.req("POST", "/pair", "Content-Length: 0")); r.status != http.StatusTooManyRequests || r.header.Get("Retry-After") != "600" {
-		t.Fatalf("eleventh try: %d Retry-After %q, want 429 600", r.status, r.header.Get("Retry-After"))
+	if r := d.RawAs(d.req("POST", "/pair", "Content-Length: 0")); r.Status != http.StatusTooManyRequests || r.Header.Get("Retry-After") != "600" {
+		t.Fatalf("eleventh try: %d Retry-After %q, want 429 600", r.Status, r.Header.Get("Retry-After"))
 	}
 	if n := asked.Load(); n != SourceLimit {
 		t.Fatalf("the pairing pages were asked %d times, want %d", n, SourceLimit)
@@ -133,14 +133,14 @@ func TestUnknownDeviceIsAFailure_R6(t *testing.T) {
 	d := startTestDoor(t)
 	bogus := "Cookie: " + pairing.CookieName + "=" + strings.Repeat("A", 43)
 	for i := 0; i < SourceLimit; i++ {
-		if r := d.raw(d.req("GET", "/c/alpha/", bogus)); r.status != http.StatusSeeOther {
-			t.Fatalf("request %d: %d, want 303", i+1, r.status)
+		if r := d.RawAs(d.req("GET", "/c/alpha/", bogus)); r.Status != http.StatusSeeOther {
+			t.Fatalf("request %d: %d, want 303", i+1, r.Status)
 		}
 	}
-	if r := d.raw(d.req("GET", "/pair")); r.status != http.StatusTooManyRequests {
-		t.Fatalf("after ten unknown credentials: %d, want 429", r.status)
+	if r := d.RawAs(d.req("GET", "/pair")); r.Status != http.StatusTooManyRequests {
+		t.Fatalf("after ten unknown credentials: %d, want 429", r.Status)
 	}
-	if n, _ := d.alpha.received(); n != 0 {
+	if n := d.Alpha.Count(); n != 0 {
 		t.Fatalf("the console saw %d requests", n)
 	}
 }
@@ -150,29 +150,29 @@ func TestUnknownDeviceIsAFailure_R6(t *testing.T) {
 func TestUnpairedGetsOnlyPairing_R7(t *testing.T) {
 	d := startTestDoor(t)
 	for _, target := range []string{"/c/x/", "/c/alpha/", "/c/alpha/hooks", "/fleet/", "/fleet/v1/consoles", "/", "/C/ALPHA/"} {
-		r := d.raw(d.req("GET", target))
-		if r.status != http.StatusSeeOther || r.header.Get("Location") != "/pair" {
-			t.Errorf("GET %s: %d Location %q, want 303 /pair", target, r.status, r.header.Get("Location"))
+		r := d.RawAs(d.req("GET", target))
+		if r.Status != http.StatusSeeOther || r.Header.Get("Location") != "/pair" {
+			t.Errorf("GET %s: %d Location %q, want 303 /pair", target, r.Status, r.Header.Get("Location"))
 		}
 	}
 	for _, target := range []string{"/pair/../c/alpha/", "/pair/%2e%2e/c/alpha/", "/pair//x"} {
-		if r := d.raw(d.req("GET", target)); r.status != http.StatusNotFound {
-			t.Errorf("GET %s: %d, want 404: the pairing pages get canonical paths only", target, r.status)
+		if r := d.RawAs(d.req("GET", target)); r.Status != http.StatusNotFound {
+			t.Errorf("GET %s: %d, want 404: the pairing pages get canonical paths only", target, r.Status)
 		}
 	}
-	if r := d.raw(d.req("POST", "/c/alpha/x", "Content-Length: 0")); r.status != http.StatusSeeOther {
-		t.Errorf("POST /c/alpha/x: %d, want 303", r.status)
+	if r := d.RawAs(d.req("POST", "/c/alpha/x", "Content-Length: 0")); r.Status != http.StatusSeeOther {
+		t.Errorf("POST /c/alpha/x: %d, want 303", r.Status)
 	}
 	for _, m := range []string{"GET", "POST"} {
-		if r := d.raw(d.req(m, "/pair", "Content-Length: 0")); r.status != 200 || !strings.Contains(r.body, "not set up") {
-			t.Errorf("%s /pair: %d, want the built-in page", m, r.status)
+		if r := d.RawAs(d.req(m, "/pair", "Content-Length: 0")); r.Status != 200 || !strings.Contains(r.Body, "not set up") {
+			t.Errorf("%s /pair: %d, want the built-in page", m, r.Status)
 		}
 	}
-	r := d.raw(d.req("GET", "/ca.crt"))
-	if r.status != 200 || r.header.Get("Content-Type") != "application/x-x509-ca-cert" || r.body != string(d.door.RootPEM()) {
-		t.Errorf("GET /ca.crt: %d %q, want the root", r.status, r.header.Get("Content-Type"))
+	r := d.RawAs(d.req("GET", "/ca.crt"))
+	if r.Status != 200 || r.Header.Get("Content-Type") != "application/x-x509-ca-cert" || r.Body != string(d.door.RootPEM()) {
+		t.Errorf("GET /ca.crt: %d %q, want the root", r.Status, r.Header.Get("Content-Type"))
 	}
-	if n, _ := d.alpha.received(); n != 0 {
+	if n := d.Alpha.Count(); n != 0 {
 		t.Fatalf("the console saw %d requests", n)
 	}
 }
@@ -183,8 +183,8 @@ func TestPairingHandler_R7(t *testing.T) {
 		c.Pairing = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "pairing:"+r.URL.Path) })
 	})
 	for _, target := range []string{"/pair", "/pair/app.css"} {
-		if r := d.raw(d.req("GET", target)); r.status != 200 || r.body != "pairing:"+target {
-			t.Errorf("GET %s: %d %q", target, r.status, r.body)
+		if r := d.RawAs(d.req("GET", target)); r.Status != 200 || r.Body != "pairing:"+target {
+			t.Errorf("GET %s: %d %q", target, r.Status, r.Body)
 		}
 	}
 }
@@ -194,11 +194,12 @@ func TestPairingHandler_R7(t *testing.T) {
 func TestPairedDevice_R9(t *testing.T) {
 	d := startTestDoor(t)
 	dev, cookie := d.pair("Ana's Phone")
-	r := d.raw(d.req("GET", "/c/alpha/x", cookie+"; theme=dark", "Cookie: lang=en", "X-Forwarded-For: 192.0.2.9"))
-	if r.status != 200 {
-		t.Fatalf("GET /c/alpha/x: %d %q", r.status, r.reason)
+	r := d.RawAs(d.req("GET", "/c/alpha/x", cookie+"; theme=dark", "Cookie: lang=en", "X-Forwarded-For: 192.0.2.9"))
+	if r.Status != 200 {
+		t.Fatalf("GET /c/alpha/x: %d %q", r.Status, r.Reason)
 	}
-	n, got := d.alpha.received()
+	n := d.Alpha.Count()
+	got, _ := d.Alpha.Last()
 	if n != 1 || got.Path != "/x" {
 		t.Fatalf("the console saw %d requests, last %q", n, got.Path)
 	}
@@ -226,19 +227,19 @@ func TestPairedDevice_R9(t *testing.T) {
 		{"unknown console", "GET", "/c/nobody/", nil, 404, "unknown-console"},
 	}
 	for _, row := range refusals {
-		before, _ := d.alpha.received()
-		r := d.raw(d.req(row.method, row.target, append([]string{cookie}, row.extra...)...))
-		if r.status != row.status || r.reason != row.reason {
-			t.Errorf("%s: %d %q, want %d %q", row.name, r.status, r.reason, row.status, row.reason)
+		before := d.Alpha.Count()
+		r := d.RawAs(d.req(row.method, row.target, append([]string{cookie}, row.extra...)...))
+		if r.Status != row.status || r.Reason != row.reason {
+			t.Errorf("%s: %d %q, want %d %q", row.name, r.Status, r.Reason, row.status, row.reason)
 		}
-		if after, _ := d.alpha.received(); after != before {
+		if after := d.Alpha.Count(); after != before {
 			t.Errorf("%s: forwarded", row.name)
 		}
 	}
 
-	r = d.raw(d.req("GET", "/", cookie))
-	if r.status != 200 || !strings.Contains(r.body, `href="/c/alpha/"`) || strings.Contains(r.body, d.alpha.Addr()) {
-		t.Errorf("the index: %d %q", r.status, r.body)
+	r = d.RawAs(d.req("GET", "/", cookie))
+	if r.Status != 200 || !strings.Contains(r.Body, `href="/c/alpha/"`) || strings.Contains(r.Body, d.Alpha.Addr()) {
+		t.Errorf("the index: %d %q", r.Status, r.Body)
 	}
 }
 
@@ -261,14 +262,14 @@ func TestDeviceIndexRefusesFraming_S12(t *testing.T) {
 		{"a refusal page", "/nowhere", []string{cookie}, 404},
 		{"R6b the index in another site's frame", "/", framed, 403},
 	} {
-		r := d.raw(d.req("GET", row.target, row.extra...))
-		if r.status != row.status {
-			t.Errorf("%s: %d %q, want %d", row.name, r.status, r.reason, row.status)
+		r := d.RawAs(d.req("GET", row.target, row.extra...))
+		if r.Status != row.status {
+			t.Errorf("%s: %d %q, want %d", row.name, r.Status, r.Reason, row.status)
 		}
-		if row.status == 200 && (!strings.Contains(r.body, dev.Login()) || strings.Contains(r.body, "<style") || strings.Contains(r.body, "<script")) {
-			t.Errorf("%s: %q; want the device's login, and no style or script for the policy to allow", row.name, r.body)
+		if row.status == 200 && (!strings.Contains(r.Body, dev.Login()) || strings.Contains(r.Body, "<style") || strings.Contains(r.Body, "<script")) {
+			t.Errorf("%s: %q; want the device's login, and no style or script for the policy to allow", row.name, r.Body)
 		}
-		if row.status == 403 && strings.Contains(r.body, dev.Login()) {
+		if row.status == 403 && strings.Contains(r.Body, dev.Login()) {
 			t.Errorf("%s: the refusal shows the device's login", row.name)
 		}
 		for k, v := range map[string]string{
@@ -277,7 +278,7 @@ func TestDeviceIndexRefusesFraming_S12(t *testing.T) {
 			"X-Content-Type-Options":  "nosniff",
 			"Referrer-Policy":         "same-origin",
 		} {
-			if got := r.header.Get(k); got != v {
+			if got := r.Header.Get(k); got != v {
 				t.Errorf("%s: %s %q, want %q", row.name, k, got, v)
 			}
 		}
@@ -298,19 +299,19 @@ func TestFleetPathsDecodedForDevice_R1(t *testing.T) {
 		"/fl%65et/v1/consoles",
 		"/FLEET/v1/reach",
 		"/fleet?x=1",
-		"https://" + d.addr + "/fleet/v1/reach",
+		"https://" + d.Addr + "/fleet/v1/reach",
 	} {
-		r := d.raw(d.req("GET", target, cookie))
-		if r.status != http.StatusForbidden || r.reason != "reach-settings" {
-			t.Errorf("R1 GET %s as a device: %d %s, want 403 reach-settings", target, r.status, r.reason)
+		r := d.RawAs(d.req("GET", target, cookie))
+		if r.Status != http.StatusForbidden || r.Reason != "reach-settings" {
+			t.Errorf("R1 GET %s as a device: %d %s, want 403 reach-settings", target, r.Status, r.Reason)
 		}
 	}
 	for _, target := range []string{"/fleetx", "/x/fleet/"} {
-		if r := d.raw(d.req("GET", target, cookie)); r.status != http.StatusNotFound {
-			t.Errorf("GET %s as a device: %d %s, want 404: not under /fleet", target, r.status, r.reason)
+		if r := d.RawAs(d.req("GET", target, cookie)); r.Status != http.StatusNotFound {
+			t.Errorf("GET %s as a device: %d %s, want 404: not under /fleet", target, r.Status, r.Reason)
 		}
 	}
-	if n, _ := d.alpha.received(); n != 0 {
+	if n := d.Alpha.Count(); n != 0 {
 		t.Errorf("the console saw %d requests", n)
 	}
 }
@@ -334,11 +335,11 @@ func (r rulesDoor) Request(method, target string, extra ...string) string {
 
 func (r rulesDoor) Send(t *testing.T, raw string) (int, string) {
 	r.d.clock.Advance(Window) // no row may be held back by another's failures
-	resp := r.d.raw(raw)
-	return resp.status, resp.reason
+	resp := r.d.RawAs(raw)
+	return resp.Status, resp.Reason
 }
 
-func (r rulesDoor) Received() (int, string, http.Header) { return r.d.alpha.Received() }
+func (r rulesDoor) Received() (int, string, http.Header) { return r.d.Alpha.Received() }
 
 // TestRevocationClosesLiveConnections_R8: revoking a device ends its WebSocket and its
 // server-sent events at once, and its next request is unpaired.
@@ -348,7 +349,7 @@ func TestRevocationClosesLiveConnections_R8(t *testing.T) {
 	_, otherCookie := d.pair("tablet")
 
 	ws := func(cookie string) (net.Conn, *bufio.Reader) {
-		conn, br, resp := d.open(d.req("GET", "/c/alpha/ws", cookie, "Connection: Upgrade", "Upgrade: websocket",
+		conn, br, resp := d.Open(d.req("GET", "/c/alpha/ws", cookie, "Connection: Upgrade", "Upgrade: websocket",
 			"Sec-WebSocket-Version: 13", "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ=="))
 		if resp.StatusCode != http.StatusSwitchingProtocols {
 			t.Fatalf("upgrade: %d", resp.StatusCode)
@@ -364,7 +365,7 @@ func TestRevocationClosesLiveConnections_R8(t *testing.T) {
 	otherConn, otherBr := ws(otherCookie)
 	defer otherConn.Close()
 
-	sseConn, sseBr, resp := d.open(d.req("GET", "/c/alpha/sse", cookie))
+	sseConn, sseBr, resp := d.Open(d.req("GET", "/c/alpha/sse", cookie))
 	defer sseConn.Close()
 	if resp.StatusCode != 200 {
 		t.Fatalf("sse: %d", resp.StatusCode)
@@ -389,8 +390,8 @@ func TestRevocationClosesLiveConnections_R8(t *testing.T) {
 	if line, err := otherBr.ReadString('\n'); err != nil || line != "echo:still\n" {
 		t.Errorf("the other device's WebSocket: %q %v", line, err)
 	}
-	if r := d.raw(d.req("GET", "/c/alpha/", cookie)); r.status != http.StatusSeeOther {
-		t.Errorf("after revocation: %d, want 303 to /pair", r.status)
+	if r := d.RawAs(d.req("GET", "/c/alpha/", cookie)); r.Status != http.StatusSeeOther {
+		t.Errorf("after revocation: %d, want 303 to /pair", r.Status)
 	}
 }
 
@@ -405,7 +406,7 @@ func TestListensOnExactlyItsAddress_R2(t *testing.T) {
 	other := "127.0.0.2:" + itoa(d.door.Addr().Port())
 	if c, err := net.Dial("tcp", other); err == nil {
 		c.Close()
-		t.Fatalf("%s answers: the door must listen on %s only", other, d.addr)
+		t.Fatalf("%s answers: the door must listen on %s only", other, d.Addr)
 	}
 }
 
@@ -414,13 +415,13 @@ func TestListensOnExactlyItsAddress_R2(t *testing.T) {
 func TestCloseEndsDevicesConnections_R1(t *testing.T) {
 	d := startTestDoor(t)
 	_, cookie := d.pair("phone")
-	conn, br, resp := d.open(d.req("GET", "/c/alpha/ws", cookie, "Connection: Upgrade", "Upgrade: websocket",
+	conn, br, resp := d.Open(d.req("GET", "/c/alpha/ws", cookie, "Connection: Upgrade", "Upgrade: websocket",
 		"Sec-WebSocket-Version: 13", "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ=="))
 	defer conn.Close()
 	if resp.StatusCode != http.StatusSwitchingProtocols {
 		t.Fatalf("upgrade: %d", resp.StatusCode)
 	}
-	sseConn, _, sse := d.open(d.req("GET", "/c/alpha/sse", cookie))
+	sseConn, _, sse := d.Open(d.req("GET", "/c/alpha/sse", cookie))
 	defer sseConn.Close()
 	body := bufio.NewReader(sse.Body)
 	if line, err := body.ReadString('\n'); err != nil || line != "data: hello\n" {
@@ -447,7 +448,7 @@ func TestHTTP2_R5_R9(t *testing.T) {
 	defer client.CloseIdleConnections()
 	get := func(host string, header ...string) *http.Response {
 		t.Helper()
-		req, _ := http.NewRequest("GET", "https://"+d.addr+"/c/alpha/x", nil)
+		req, _ := http.NewRequest("GET", "https://"+d.Addr+"/c/alpha/x", nil)
 		req.Host = host
 		for _, h := range header {
 			k, v, _ := strings.Cut(h, ": ")
@@ -464,11 +465,11 @@ func TestHTTP2_R5_R9(t *testing.T) {
 	if resp := get("evil.example", cookie); resp.StatusCode != 421 || resp.ProtoMajor != 2 {
 		t.Errorf("another :authority: %d %s, want 421 over HTTP/2", resp.StatusCode, resp.Proto)
 	}
-	if resp := get(d.addr); resp.StatusCode != http.StatusSeeOther {
+	if resp := get(d.Addr); resp.StatusCode != http.StatusSeeOther {
 		t.Errorf("unpaired: %d, want 303", resp.StatusCode)
 	}
-	resp := get(d.addr, cookie)
-	_, got := d.alpha.received()
+	resp := get(d.Addr, cookie)
+	got, _ := d.Alpha.Last()
 	if resp.StatusCode != 200 || resp.ProtoMajor != 2 || got.Header.Get("X-Phase-Console-Fleet-Login") != dev.Login() {
 		t.Errorf("paired: %d %s, login %q", resp.StatusCode, resp.Proto, got.Header.Get("X-Phase-Console-Fleet-Login"))
 	}
@@ -497,13 +498,13 @@ func TestDeviceRefusalsAreNotFailures_R6(t *testing.T) {
 			d := startTestDoor(t)
 			_, cookie := d.pair("phone")
 			for i := 0; i < SourceLimit; i++ {
-				if r := d.raw(d.req("GET", row.target, append([]string{cookie}, row.extra...)...)); r.status != row.status {
-					t.Fatalf("request %d: %d %q, want %d", i+1, r.status, r.reason, row.status)
+				if r := d.RawAs(d.req("GET", row.target, append([]string{cookie}, row.extra...)...)); r.Status != row.status {
+					t.Fatalf("request %d: %d %q, want %d", i+1, r.Status, r.Reason, row.status)
 				}
 			}
-			r := d.raw(d.req("GET", "/c/alpha/x", cookie))
-			if r.status != http.StatusOK {
-				t.Fatalf("after ten: %d %q, want 200", r.status, r.reason)
+			r := d.RawAs(d.req("GET", "/c/alpha/x", cookie))
+			if r.Status != http.StatusOK {
+				t.Fatalf("after ten: %d %q, want 200", r.Status, r.Reason)
 			}
 		})
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/phase-console/fleet/internal/doorrules"
+	"github.com/phase-console/fleet/internal/doortest"
 	"github.com/phase-console/fleet/pairing"
 )
 
@@ -31,8 +32,8 @@ type wireDoor struct {
 }
 
 func (w wireDoor) Kind() string               { return doorrules.Reach }
-func (w wireDoor) Host() string               { return w.d.addr }
-func (w wireDoor) Addr() string               { return w.d.addr }
+func (w wireDoor) Host() string               { return w.d.Addr }
+func (w wireDoor) Addr() string               { return w.d.Addr }
 func (w wireDoor) Dial(t *testing.T) net.Conn { return w.d.dial("") }
 func (w wireDoor) Forget()                    { w.d.clock.Advance(Window) }
 
@@ -50,17 +51,17 @@ func (w wireDoor) DialFrom(t *testing.T, src netip.Addr) net.Conn {
 // dialFromPort is dial from 127.0.0.1:port.
 func (d *testDoor) dialFromPort(port int) *tls.Conn {
 	d.t.Helper()
-	dialer := &net.Dialer{Timeout: waitLimit, LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port}}
-	conn, err := tls.DialWithDialer(dialer, "tcp", d.addr, &tls.Config{RootCAs: d.pool, NextProtos: []string{"http/1.1"},
+	dialer := &net.Dialer{Timeout: doortest.WaitLimit, LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port}}
+	conn, err := tls.DialWithDialer(dialer, "tcp", d.Addr, &tls.Config{RootCAs: d.pool, NextProtos: []string{"http/1.1"},
 		ServerName: d.door.Addr().Addr().String()})
 	if err != nil {
 		d.t.Fatal(err)
 	}
-	conn.SetDeadline(time.Now().Add(waitLimit))
+	conn.SetDeadline(time.Now().Add(doortest.WaitLimit))
 	return conn
 }
 
-func (w wireDoor) Paths() []string { return w.d.alpha.Paths() }
+func (w wireDoor) Paths() []string { return w.d.Alpha.Paths() }
 
 func (w wireDoor) Credential() string {
 	_, cred, _ := strings.Cut(w.cookie, "=")

@@ -60,34 +60,34 @@ func TestCrossSiteRefusedUncounted_R6b(t *testing.T) {
 		{name: "R6b a link followed from another site: the pairing page", method: "GET", target: "/pair", extra: crossSiteTopLevel, status: 200},
 		{name: "R6b a link followed from another site: a console, sent to /pair", method: "GET", target: "/c/alpha/", extra: crossSiteTopLevel, status: 303},
 		{name: "R6b S12 a foreign Origin without Fetch Metadata", method: "POST", target: "/pair", extra: []string{evil}, status: 403, reason: "cross-origin"},
-		{name: "R6b S12 same-site", method: "POST", target: "/pair", extra: []string{"Origin: https://" + strings.Replace(d.addr, "127.0.0.1", "localhost", 1), "Sec-Fetch-Site: same-site", "Sec-Fetch-Mode: no-cors", "Sec-Fetch-Dest: empty"}, status: 403, reason: "cross-origin"},
-		{name: "R6 a same-origin wrong code counts", method: "POST", target: "/pair", extra: append([]string{"Origin: https://" + d.addr}, sameOriginTopLevel...), status: 403, reason: "pairing", counts: true},
+		{name: "R6b S12 same-site", method: "POST", target: "/pair", extra: []string{"Origin: https://" + strings.Replace(d.Addr, "127.0.0.1", "localhost", 1), "Sec-Fetch-Site: same-site", "Sec-Fetch-Mode: no-cors", "Sec-Fetch-Dest: empty"}, status: 403, reason: "cross-origin"},
+		{name: "R6 a same-origin wrong code counts", method: "POST", target: "/pair", extra: append([]string{"Origin: https://" + d.Addr}, sameOriginTopLevel...), status: 403, reason: "pairing", counts: true},
 		{name: "R6 a wrong code without Fetch Metadata counts", method: "POST", target: "/pair", status: 403, reason: "pairing", counts: true},
 	}
 	for _, row := range rows {
 		t.Run(row.name, func(t *testing.T) {
 			d.clock.Advance(Window)
-			before, _ := d.alpha.received()
+			before := d.Alpha.Count()
 			for i := range 2 * SourceLimit {
 				extra, body := row.extra, ""
 				if row.method == "POST" {
 					extra, body = pairingForm(row.extra...)
 				}
-				res := d.raw(d.req(row.method, row.target, extra...) + body)
+				res := d.RawAs(d.req(row.method, row.target, extra...) + body)
 				if row.counts && i >= SourceLimit {
-					if res.status != http.StatusTooManyRequests {
-						t.Fatalf("request %d: %d %q, want 429: a stranger's own failures count", i+1, res.status, res.reason)
+					if res.Status != http.StatusTooManyRequests {
+						t.Fatalf("request %d: %d %q, want 429: a stranger's own failures count", i+1, res.Status, res.Reason)
 					}
 					continue
 				}
-				if res.status != row.status || res.reason != row.reason {
-					t.Fatalf("request %d: %d %q, want %d %q", i+1, res.status, res.reason, row.status, row.reason)
+				if res.Status != row.status || res.Reason != row.reason {
+					t.Fatalf("request %d: %d %q, want %d %q", i+1, res.Status, res.Reason, row.status, row.reason)
 				}
 				if want := 0; !row.counts && d.failures("127.0.0.1") != want {
 					t.Fatalf("request %d: %d failures counted, want none", i+1, d.failures("127.0.0.1"))
 				}
 			}
-			if after, _ := d.alpha.received(); after != before {
+			if after := d.Alpha.Count(); after != before {
 				t.Errorf("the console saw %d requests", after-before)
 			}
 		})
@@ -122,23 +122,23 @@ func TestCrossSiteOrder_R6b(t *testing.T) {
 			d.clock.Advance(Window)
 			host := row.host
 			if host == "" {
-				host = d.addr
+				host = d.Addr
 			}
-			res := d.raw(reqHost("GET", row.target, host, row.extra...))
-			if res.status != row.status || res.reason != row.reason {
-				t.Fatalf("%d %q, want %d %q", res.status, res.reason, row.status, row.reason)
+			res := d.RawAs(reqHost("GET", row.target, host, row.extra...))
+			if res.Status != row.status || res.Reason != row.reason {
+				t.Fatalf("%d %q, want %d %q", res.Status, res.Reason, row.status, row.reason)
 			}
 			if n := d.failures("127.0.0.1"); (n == 1) != row.counts || n > 1 {
 				t.Errorf("%d failures counted, want counted: %v", n, row.counts)
 			}
-			if n, _ := d.alpha.received(); n != 0 {
+			if n := d.Alpha.Count(); n != 0 {
 				t.Errorf("the console saw %d requests", n)
 			}
 		})
 	}
-	res := d.raw(d.req("GET", "/c/alpha/x", append([]string{cookie}, crossSiteTopLevel...)...))
-	if res.status != http.StatusOK {
-		t.Errorf("a device's link followed from another site: %d %q, want 200", res.status, res.reason)
+	res := d.RawAs(d.req("GET", "/c/alpha/x", append([]string{cookie}, crossSiteTopLevel...)...))
+	if res.Status != http.StatusOK {
+		t.Errorf("a device's link followed from another site: %d %q, want 200", res.Status, res.Reason)
 	}
 }
 
@@ -153,15 +153,15 @@ func TestPairedDeviceNeverHeldBack_R6(t *testing.T) {
 	const shared = "127.0.0.2"
 	for i := range 5 * SourceLimit {
 		res := d.rawFrom(shared, reqHost("GET", "/pair", "evil.example"))
-		if want := http.StatusMisdirectedRequest; res.status != want {
-			t.Fatalf("the stranger's failure %d: %d, want %d", i+1, res.status, want)
+		if want := http.StatusMisdirectedRequest; res.Status != want {
+			t.Fatalf("the stranger's failure %d: %d, want %d", i+1, res.Status, want)
 		}
 	}
 	for i := range OverallLimit {
 		d.rawFrom("127.0.0."+strconv.Itoa(3+i/SourceLimit), reqHost("GET", "/pair", "evil.example"))
 	}
-	if res := d.rawFrom(shared, d.req("GET", "/pair")); res.status != http.StatusTooManyRequests {
-		t.Fatalf("the stranger after fifty failures: %d, want 429", res.status)
+	if res := d.rawFrom(shared, d.req("GET", "/pair")); res.Status != http.StatusTooManyRequests {
+		t.Fatalf("the stranger after fifty failures: %d, want 429", res.Status)
 	}
 	counted := d.failures(shared)
 	malformed := []struct {
@@ -184,30 +184,30 @@ func TestPairedDeviceNeverHeldBack_R6(t *testing.T) {
 	for _, row := range malformed {
 		host := row.host
 		if host == "" {
-			host = d.addr
+			host = d.Addr
 		}
 		res := d.rawFrom(shared, reqHost(row.method, row.target, host, append([]string{cookie}, row.extra...)...))
-		if res.status != row.status || res.reason != row.reason {
-			t.Errorf("the phone's %s: %d %q, want %d %q", row.name, res.status, res.reason, row.status, row.reason)
+		if res.Status != row.status || res.Reason != row.reason {
+			t.Errorf("the phone's %s: %d %q, want %d %q", row.name, res.Status, res.Reason, row.status, row.reason)
 		}
 	}
 	if n := d.failures(shared); n != counted {
 		t.Errorf("the phone's refusals added %d failures to its source, want none", n-counted)
 	}
-	if res := d.rawFrom(shared, d.req("GET", "/c/alpha/x", cookie)); res.status != http.StatusOK {
-		t.Errorf("the phone after all that: %d %q, want 200", res.status, res.reason)
+	if res := d.rawFrom(shared, d.req("GET", "/c/alpha/x", cookie)); res.Status != http.StatusOK {
+		t.Errorf("the phone after all that: %d %q, want 200", res.Status, res.Reason)
 	}
 	extra, body := pairingForm(cookie)
-	if res := d.rawFrom(shared, d.req("POST", "/pair", extra...)+body); res.status != http.StatusForbidden || res.reason != "pairing" {
-		t.Errorf("the phone's pairing POST: %d %q, want 403 pairing (judged, not held back)", res.status, res.reason)
+	if res := d.rawFrom(shared, d.req("POST", "/pair", extra...)+body); res.Status != http.StatusForbidden || res.Reason != "pairing" {
+		t.Errorf("the phone's pairing POST: %d %q, want 403 pairing (judged, not held back)", res.Status, res.Reason)
 	}
 	if n := d.failures(shared); n != counted {
 		t.Errorf("the phone's wrong code added %d failures to its source, want none", n-counted)
 	}
-	if res := d.rawFrom(shared, d.req("GET", "/pair")); res.status != http.StatusTooManyRequests {
-		t.Errorf("the stranger beside the phone: %d, want still 429", res.status)
+	if res := d.rawFrom(shared, d.req("GET", "/pair")); res.Status != http.StatusTooManyRequests {
+		t.Errorf("the stranger beside the phone: %d, want still 429", res.Status)
 	}
-	if n, _ := d.alpha.received(); n != 1 {
+	if n := d.Alpha.Count(); n != 1 {
 		t.Errorf("the console saw %d requests, want the phone's one", n)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/phase-console/fleet/internal/doortest"
 	"github.com/phase-console/fleet/pairing"
 )
 
@@ -52,7 +53,7 @@ func BenchmarkDeviceUnderPasswordFlood(b *testing.B) {
 		_, cookie := d.pair("phone")
 		device := d.client("127.0.0.1")
 		get := func() time.Duration {
-			req, _ := http.NewRequest("GET", "https://"+d.addr+"/c/alpha/", nil)
+			req, _ := http.NewRequest("GET", "https://"+d.Addr+"/c/alpha/", nil)
 			req.Header.Set("Cookie", strings.TrimPrefix(cookie, "Cookie: "))
 			start := time.Now()
 			resp, err := device.Do(req)
@@ -96,9 +97,9 @@ func BenchmarkDeviceUnderPasswordFlood(b *testing.B) {
 						return
 					}
 					form := url.Values{"code": {code}, "password": {"wrong password"}, "name": {"x"}}
-					req, _ := http.NewRequest("POST", "https://"+d.addr+"/pair", strings.NewReader(form.Encode()))
+					req, _ := http.NewRequest("POST", "https://"+d.Addr+"/pair", strings.NewReader(form.Encode()))
 					req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-					req.Header.Set("Origin", "https://"+d.addr)
+					req.Header.Set("Origin", "https://"+d.Addr)
 					resp, err := c.Do(req)
 					if err != nil {
 						continue
@@ -141,7 +142,7 @@ func TestMain(m *testing.M) {
 // client is an HTTP client that trusts only the door's root and connects from the loopback
 // address src (another source for the limiter).
 func (d *testDoor) client(src string) *http.Client {
-	dialer := &net.Dialer{Timeout: waitLimit, LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
+	dialer := &net.Dialer{Timeout: doortest.WaitLimit, LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
 	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
 		DialContext:     dialer.DialContext,
 		TLSClientConfig: &tls.Config{RootCAs: d.pool, ServerName: d.door.Addr().Addr().String()},

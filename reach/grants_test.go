@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/phase-console/fleet/access"
+	"github.com/phase-console/fleet/internal/doortest"
+	"github.com/phase-console/fleet/internal/echoconsole"
 	"github.com/phase-console/fleet/pairing"
 )
 
@@ -14,12 +16,12 @@ import (
 // console sees anything; hooks is still 403 hooks first; its index lists only what it may open;
 // and none of its refusals is a failure (R6).
 func TestDeviceConsoles_G1(t *testing.T) {
-	build1, beta := newEchoConsole(t), newEchoConsole(t)
+	build1, beta := heldConsole(t), heldConsole(t)
 	d := startTestDoor(t, func(c *Config) {
 		m := c.Consoles.(consoleMap)
 		m["build-1"], m["beta"] = build1.Addr(), beta.Addr()
 	})
-	consoles := map[string]*echoConsole{"alpha": d.alpha, "build-1": build1, "beta": beta}
+	consoles := map[string]*echoconsole.Console{"alpha": d.Alpha, "build-1": build1, "beta": beta}
 	limited, err := access.ParseList("alpha,build-*")
 	if err != nil {
 		t.Fatal(err)
@@ -31,16 +33,16 @@ func TestDeviceConsoles_G1(t *testing.T) {
 	cookie := "Cookie: " + pairing.CookieName + "=" + cred
 	_, anyCookie := d.pair("Kitchen tablet") // the default: every console
 
-	send := func(t *testing.T, cookie, target string) (response, map[string]int) {
+	send := func(t *testing.T, cookie, target string) (doortest.Response, map[string]int) {
 		t.Helper()
 		before := map[string]int{}
 		for id, c := range consoles {
-			before[id], _ = c.received()
+			before[id] = c.Count()
 		}
-		r := d.raw(d.req("GET", target, cookie))
+		r := d.RawAs(d.req("GET", target, cookie))
 		seen := map[string]int{}
 		for id, c := range consoles {
-			n, _ := c.received()
+			n := c.Count()
 			seen[id] = n - before[id]
 		}
 		return r, seen
@@ -63,10 +65,10 @@ func TestDeviceConsoles_G1(t *testing.T) {
 		{"G1 default device learns an id is unknown", anyCookie, "/c/nosuch/", 404, "unknown-console", ""},
 	} {
 		t.Run(row.name, func(t *testing.T) {
-			rejected := len(d.logs.Events("fleet.rejected"))
+			rejected := len(d.Logs.Events("fleet.rejected"))
 			r, seen := send(t, row.cookie, row.target)
-			if r.status != row.status || r.reason != row.reason {
-				t.Fatalf("got %d %q, want %d %q (%s)", r.status, r.reason, row.status, row.reason, r.body)
+			if r.Status != row.status || r.Reason != row.reason {
+				t.Fatalf("got %d %q, want %d %q (%s)", r.Status, r.Reason, row.status, row.reason, r.Body)
 			}
 			for id, n := range seen {
 				want := 0
@@ -78,17 +80,17 @@ func TestDeviceConsoles_G1(t *testing.T) {
 				}
 			}
 			if row.seenBy != "" {
-				_, s := consoles[row.seenBy].received()
+				s, _ := consoles[row.seenBy].Last()
 				if got := s.Header.Get("X-Phase-Console-Fleet-Login"); !strings.HasPrefix(got, "device:") {
 					t.Errorf("console saw login %q", got)
 				}
 				return
 			}
-			if lines := d.logs.Events("fleet.rejected")[rejected:]; len(lines) != 1 || lines[0]["reason"] != row.reason {
+			if lines := d.Logs.Events("fleet.rejected")[rejected:]; len(lines) != 1 || lines[0]["reason"] != row.reason {
 				t.Errorf("want one fleet.rejected line, got %v", lines)
 			}
 			if row.reason == "not-granted" {
-				pages = append(pages, r.body)
+				pages = append(pages, r.Body)
 			}
 		})
 	}
@@ -97,23 +99,23 @@ func TestDeviceConsoles_G1(t *testing.T) {
 	}
 
 	// The index lists only what the device may open.
-	idx := d.raw(d.req("GET", "/", cookie))
-	if idx.status != 200 || !strings.Contains(idx.body, `href="/c/alpha/"`) || !strings.Contains(idx.body, `href="/c/build-1/"`) ||
-		strings.Contains(idx.body, "beta") || !strings.Contains(idx.body, dev.Login()) {
-		t.Errorf("device index: %d %s", idx.status, idx.body)
+	idx := d.RawAs(d.req("GET", "/", cookie))
+	if idx.Status != 200 || !strings.Contains(idx.Body, `href="/c/alpha/"`) || !strings.Contains(idx.Body, `href="/c/build-1/"`) ||
+		strings.Contains(idx.Body, "beta") || !strings.Contains(idx.Body, dev.Login()) {
+		t.Errorf("device index: %d %s", idx.Status, idx.Body)
 	}
 
 	// R6: well past ten refusals, the device and a stranger at its address are held back by
 	// nothing: not-granted is no failure.
 	for i := 0; i < 12; i++ {
-		if r, _ := send(t, cookie, "/c/beta/"); r.reason != "not-granted" {
-			t.Fatalf("refusal %d: %d %q", i, r.status, r.reason)
+		if r, _ := send(t, cookie, "/c/beta/"); r.Reason != "not-granted" {
+			t.Fatalf("refusal %d: %d %q", i, r.Status, r.Reason)
 		}
 	}
-	if r := d.raw(d.req("GET", "/pair")); r.status == http.StatusTooManyRequests {
-		t.Errorf("not-granted counted as failures: the stranger's /pair is %d", r.status)
+	if r := d.RawAs(d.req("GET", "/pair")); r.Status == http.StatusTooManyRequests {
+		t.Errorf("not-granted counted as failures: the stranger's /pair is %d", r.Status)
 	}
-	if r, seen := send(t, cookie, "/c/alpha/"); r.status != 200 || seen["alpha"] != 1 {
-		t.Errorf("the device after its refusals: %d %q", r.status, r.reason)
+	if r, seen := send(t, cookie, "/c/alpha/"); r.Status != 200 || seen["alpha"] != 1 {
+		t.Errorf("the device after its refusals: %d %q", r.Status, r.Reason)
 	}
 }

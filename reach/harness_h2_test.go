@@ -15,6 +15,8 @@ import (
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+
+	"github.com/phase-console/fleet/internal/doortest"
 )
 
 // h2conn is one hand-driven HTTP/2 connection to the door: requests written as frames, and what
@@ -47,7 +49,7 @@ type h2stream struct {
 func (d *testDoor) dialH2(t *testing.T, settings ...http2.Setting) *h2conn {
 	t.Helper()
 	cfg := &tls.Config{RootCAs: d.pool, NextProtos: []string{"h2"}, ServerName: d.door.Addr().Addr().String()}
-	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: waitLimit}, "tcp", d.addr, cfg)
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: doortest.WaitLimit}, "tcp", d.Addr, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +87,7 @@ func (c *h2conn) open(id uint32, method, path string, end bool, extra ...string)
 	defer c.wmu.Unlock()
 	c.buf.Reset()
 	for _, f := range []hpack.HeaderField{{Name: ":method", Value: method}, {Name: ":scheme", Value: "https"},
-		{Name: ":authority", Value: c.d.addr}, {Name: ":path", Value: path}} {
+		{Name: ":authority", Value: c.d.Addr}, {Name: ":path", Value: path}} {
 		c.enc.WriteField(f)
 	}
 	for _, e := range extra {

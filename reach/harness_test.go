@@ -3,18 +3,15 @@ package reach
 // The door harness: a real direct-reach door on 127.0.0.1 over real TLS (its own CA), the shared
 // hop to an echo console that records what reached it, a device register in a temporary folder,
 // a fake clock for the limiter, and raw requests written as bytes over a TLS connection whose
-// pool holds only the door's root.
+// pool holds only the door's root (internal/doortest's client, dialling TLS).
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -22,6 +19,7 @@ import (
 	"time"
 
 	"github.com/phase-console/fleet/access"
+	"github.com/phase-console/fleet/internal/doortest"
 	"github.com/phase-console/fleet/internal/echoconsole"
 	"github.com/phase-console/fleet/internal/rawhttp"
 	"github.com/phase-console/fleet/internal/testlog"
@@ -29,28 +27,11 @@ import (
 	"github.com/phase-console/fleet/proxy"
 )
 
-// waitLimit bounds every wait of these tests: a guard against a hang, never an assertion.
-const waitLimit = 10 * time.Second
-
-// seen is one request as a console received it.
-type seen = echoconsole.Request
-
-// echoConsole records what reaches it (internal/echoconsole, held streams): /sse streams an
-// event, then waits for the request to end (a tick at each Tick); a WebSocket upgrade echoes
-// lines until the connection ends.
-type echoConsole struct{ *echoconsole.Console }
-
-func newEchoConsole(t testing.TB) *echoConsole {
-	return &echoConsole{echoconsole.New(t, echoconsole.HeldStreams())}
-}
-
-// received is how many requests reached the console, and the last.
-func (e *echoConsole) received() (int, seen) {
-	reqs := e.All()
-	if len(reqs) == 0 {
-		return 0, seen{}
-	}
-	return len(reqs), reqs[len(reqs)-1]
+// heldConsole is an echo console whose /sse streams are held (echoconsole.HeldStreams): an event,
+// then a tick at each Tick until the request ends; a WebSocket upgrade echoes lines until the
+// connection ends.
+func heldConsole(t testing.TB) *echoconsole.Console {
+	return echoconsole.New(t, echoconsole.HeldStreams())
 }
 
 type consoleMap map[string]string
@@ -65,21 +46,24 @@ func (m consoleMap) IDs() []string {
 	return ids
 }
 
+// fleetToken is the fleet token the door asserts on every hop.
+const fleetToken = "fleet-token-for-tests"
+
 type staticToken string
 
 func (s staticToken) Current() (string, error) { return string(s), nil }
 
+// testDoor is a running direct-reach door, its console Alpha, and a client for it whose
+// requests are written byte for byte over TLS (dial "": no SNI).
 type testDoor struct {
+	*doortest.Client
 	t        testing.TB
 	door     *Door
-	addr     string // "127.0.0.1:port"
 	pool     *x509.CertPool
 	clock    *fakeClock
-	alpha    *echoConsole
 	hop      *proxy.Hop
 	reachDir string
 	register *pairing.Register
-	logs     *testlog.Buffer
 }
 
 func startTestDoor(t testing.TB, setup ...func(*Config)) *testDoor {
@@ -93,7 +77,7 @@ func startTestDoor(t testing.TB, setup ...func(*Config)) *testDoor {
 	logs := &testlog.Buffer{}
 	log := slog.New(slog.NewJSONHandler(logs, nil))
 	clock := newFakeClock()
-	alpha := newEchoConsole(t)
+	alpha := heldConsole(t)
 	hop := proxy.NewHop(log, proxy.MarkDownFunc(func(string) {}), proxy.DialConsole)
 	t.Cleanup(func() { hop.Close() })
 	cfg := Config{
@@ -101,7 +85,7 @@ func startTestDoor(t testing.TB, setup ...func(*Config)) *testDoor {
 		TLSDir:   filepath.Join(reachDir, "tls"),
 		Hop:      hop,
 		Consoles: consoleMap{"alpha": alpha.Addr()},
-		Token:    staticToken("fleet-token-for-tests"),
+		Token:    staticToken(fleetToken),
 		Devices:  reg,
 		Log:      log,
 		Now:      clock.Now,
@@ -119,8 +103,10 @@ func startTestDoor(t testing.TB, setup ...func(*Config)) *testDoor {
 	if !pool.AppendCertsFromPEM(d.RootPEM()) {
 		t.Fatal("the root does not parse")
 	}
-	return &testDoor{t: t, door: d, addr: d.Addr().String(), pool: pool, clock: clock, alpha: alpha,
-		hop: hop, reachDir: reachDir, register: reg, logs: logs}
+	td := &testDoor{t: t, door: d, pool: pool, clock: clock, hop: hop, reachDir: reachDir, register: reg}
+	td.Client = &doortest.Client{T: t, Addr: d.Addr().String(), Logs: logs, Alpha: alpha, Token: fleetToken,
+		DialConn: func() net.Conn { return td.dial("") }, AsIs: true}
+	return td
 }
 
 // pair registers a device and returns it with its cookie line.
@@ -135,7 +121,7 @@ func (d *testDoor) pair(name string) (pairing.Device, string) {
 
 // req is a raw request to the door with its own Host.
 func (d *testDoor) req(method, target string, extra ...string) string {
-	return reqHost(method, target, d.addr, extra...)
+	return reqHost(method, target, d.Addr, extra...)
 }
 
 func reqHost(method, target, host string, extra ...string) string {
@@ -154,7 +140,7 @@ func (d *testDoor) dial(serverName string) *tls.Conn { return d.dialFrom("", ser
 // dialFrom is dial from the loopback address src ("" any): another source for the limiter.
 func (d *testDoor) dialFrom(src, serverName string) *tls.Conn {
 	d.t.Helper()
-	dialer := &net.Dialer{Timeout: waitLimit}
+	dialer := &net.Dialer{Timeout: doortest.WaitLimit}
 	if src != "" {
 		dialer.LocalAddr = &net.TCPAddr{IP: net.ParseIP(src)}
 	}
@@ -165,58 +151,20 @@ func (d *testDoor) dialFrom(src, serverName string) *tls.Conn {
 	} else {
 		cfg.ServerName = d.door.Addr().Addr().String() // an IP: verified, and sent as no SNI
 	}
-	conn, err := tls.DialWithDialer(dialer, "tcp", d.addr, cfg)
+	conn, err := tls.DialWithDialer(dialer, "tcp", d.Addr, cfg)
 	if err != nil {
 		d.t.Fatal(err)
 	}
-	conn.SetDeadline(time.Now().Add(waitLimit))
+	conn.SetDeadline(time.Now().Add(doortest.WaitLimit))
 	return conn
 }
 
-type response struct {
-	status int
-	reason string
-	header http.Header
-	body   string
+// rawFrom is RawAs from the loopback address src.
+func (d *testDoor) rawFrom(src, req string) doortest.Response {
+	return d.ExchangeOn(d.dialFrom(src, ""), req)
 }
-
-func (d *testDoor) raw(req string) response { return d.rawSNI("", req) }
-
-// rawFrom is raw from the loopback address src.
-func (d *testDoor) rawFrom(src, req string) response { return d.exchange(d.dialFrom(src, ""), req) }
 
 // rawSNI writes req on a new TLS connection (SNI serverName) and reads one response.
-func (d *testDoor) rawSNI(serverName, req string) response {
-	return d.exchange(d.dial(serverName), req)
-}
-
-func (d *testDoor) exchange(conn *tls.Conn, req string) response {
-	d.t.Helper()
-	defer conn.Close()
-	go io.WriteString(conn, req)
-	method, _, _ := strings.Cut(req, " ")
-	resp, err := http.ReadResponse(bufio.NewReader(conn), &http.Request{Method: method})
-	if err != nil {
-		d.t.Fatalf("reading the answer: %v", err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	return response{status: resp.StatusCode, reason: resp.Header.Get("X-Fleet-Reason"), header: resp.Header, body: string(body)}
-}
-
-// open writes req and reads the response head; the connection stays open for a stream.
-func (d *testDoor) open(req string) (*tls.Conn, *bufio.Reader, *http.Response) {
-	d.t.Helper()
-	conn := d.dial("")
-	if _, err := io.WriteString(conn, req); err != nil {
-		d.t.Fatal(err)
-	}
-	br := bufio.NewReader(conn)
-	method, _, _ := strings.Cut(req, " ")
-	resp, err := http.ReadResponse(br, &http.Request{Method: method})
-	if err != nil {
-		conn.Close()
-		d.t.Fatalf("reading the response: %v", err)
-	}
-	return conn, br, resp
+func (d *testDoor) rawSNI(serverName, req string) doortest.Response {
+	return d.ExchangeOn(d.dial(serverName), req)
 }

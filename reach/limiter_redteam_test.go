@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/phase-console/fleet/internal/doortest"
 )
 
 // TestParallelGuessesHeldToTen_R6: ten failures from one source, and not one guess more, however
@@ -48,13 +50,13 @@ func guessingDoor(t *testing.T) (*testDoor, func(req string) int32) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if d.raw(req).status == http.StatusTooManyRequests {
+				if d.RawAs(req).Status == http.StatusTooManyRequests {
 					refused.Add(1)
 				}
 			}()
 		}
 		// Wait until every request was either taken for judging or refused: a guard, not an assertion.
-		for deadline := time.Now().Add(waitLimit); judged.Load()+refused.Load() < n && time.Now().Before(deadline); {
+		for deadline := time.Now().Add(doortest.WaitLimit); judged.Load()+refused.Load() < n && time.Now().Before(deadline); {
 			time.Sleep(5 * time.Millisecond)
 		}
 		close(release)

@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/crypto/scrypt"
 
+	"github.com/phase-console/fleet/internal/doortest"
 	"github.com/phase-console/fleet/internal/state"
 	"github.com/phase-console/fleet/pairing"
 )
@@ -127,19 +128,19 @@ func TestRefusedCredentialClearedNotCounted_R10(t *testing.T) {
 			}
 			for i := range 24 {
 				for _, r := range load {
-					res := d.raw(d.req(r.method, r.target, cred.cookie))
-					if res.status != r.status {
-						t.Fatalf("load %d, %s %s: %d %q, want %d", i+1, r.method, r.target, res.status, res.reason, r.status)
+					res := d.RawAs(d.req(r.method, r.target, cred.cookie))
+					if res.Status != r.status {
+						t.Fatalf("load %d, %s %s: %d %q, want %d", i+1, r.method, r.target, res.Status, res.Reason, r.status)
 					}
-					if !clears(res.header) {
-						t.Fatalf("load %d, %s %s: Set-Cookie %q, want only %q", i+1, r.method, r.target, res.header.Values("Set-Cookie"), clearCookie)
+					if !clears(res.Header) {
+						t.Fatalf("load %d, %s %s: Set-Cookie %q, want only %q", i+1, r.method, r.target, res.Header.Values("Set-Cookie"), clearCookie)
 					}
 				}
 			}
 			if n := d.failures("127.0.0.1"); n != 0 {
 				t.Errorf("%d failures counted for the root, the pairing page, its assets and /ca.crt, want none", n)
 			}
-			if n, _ := d.alpha.received(); n != 0 {
+			if n := d.Alpha.Count(); n != 0 {
 				t.Errorf("the console saw %d requests", n)
 			}
 		})
@@ -155,20 +156,20 @@ func TestRefusedCredentialOnConsolePath_R10(t *testing.T) {
 		t.Run("R10 "+cred.name, func(t *testing.T) {
 			d.clock.Advance(Window)
 			for i := range SourceLimit {
-				res := d.raw(d.req("GET", "/c/alpha/", cred.cookie))
-				if res.status != http.StatusSeeOther || res.header.Get("Location") != "/pair" || !clears(res.header) {
+				res := d.RawAs(d.req("GET", "/c/alpha/", cred.cookie))
+				if res.Status != http.StatusSeeOther || res.Header.Get("Location") != "/pair" || !clears(res.Header) {
 					t.Fatalf("request %d: %d Location %q Set-Cookie %q, want 303 /pair clearing the cookie",
-						i+1, res.status, res.header.Get("Location"), res.header.Values("Set-Cookie"))
+						i+1, res.Status, res.Header.Get("Location"), res.Header.Values("Set-Cookie"))
 				}
 				if n := d.failures("127.0.0.1"); n != i+1 {
 					t.Fatalf("after request %d: %d failures counted, want %d", i+1, n, i+1)
 				}
 			}
-			res := d.raw(d.req("GET", "/c/alpha/", cred.cookie))
-			if res.status != http.StatusTooManyRequests || !clears(res.header) {
-				t.Errorf("after ten: %d Set-Cookie %q, want 429 clearing the cookie", res.status, res.header.Values("Set-Cookie"))
+			res := d.RawAs(d.req("GET", "/c/alpha/", cred.cookie))
+			if res.Status != http.StatusTooManyRequests || !clears(res.Header) {
+				t.Errorf("after ten: %d Set-Cookie %q, want 429 clearing the cookie", res.Status, res.Header.Values("Set-Cookie"))
 			}
-			if n, _ := d.alpha.received(); n != 0 {
+			if n := d.Alpha.Count(); n != 0 {
 				t.Errorf("the console saw %d requests", n)
 			}
 		})
@@ -187,18 +188,18 @@ func TestRevokedPhonePairsAgain_R10(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 3 * SourceLimit {
-		if res := d.raw(d.req("GET", "/pair", revoked)); res.status != 200 {
-			t.Fatalf("the pairing page: %d %q, want 200", res.status, res.reason)
+		if res := d.RawAs(d.req("GET", "/pair", revoked)); res.Status != 200 {
+			t.Fatalf("the pairing page: %d %q, want 200", res.Status, res.Reason)
 		}
 	}
-	post := func(code string) response {
+	post := func(code string) doortest.Response {
 		form := url.Values{"code": {code}, "password": {pairingPassword}, "name": {"phone"}}.Encode()
-		return d.raw(d.req("POST", "/pair", revoked, "Content-Type: application/x-www-form-urlencoded",
-			"Content-Length: "+strconv.Itoa(len(form)), "Origin: https://"+d.addr, "Sec-Fetch-Site: same-origin",
+		return d.RawAs(d.req("POST", "/pair", revoked, "Content-Type: application/x-www-form-urlencoded",
+			"Content-Length: "+strconv.Itoa(len(form)), "Origin: https://"+d.Addr, "Sec-Fetch-Site: same-origin",
 			"Sec-Fetch-Mode: navigate", "Sec-Fetch-Dest: document") + form)
 	}
-	if res := post("BCDF-GHJK"); res.status != http.StatusForbidden || !clears(res.header) {
-		t.Fatalf("a wrong code: %d %q Set-Cookie %q, want 403 clearing the cookie", res.status, res.reason, res.header.Values("Set-Cookie"))
+	if res := post("BCDF-GHJK"); res.Status != http.StatusForbidden || !clears(res.Header) {
+		t.Fatalf("a wrong code: %d %q Set-Cookie %q, want 403 clearing the cookie", res.Status, res.Reason, res.Header.Values("Set-Cookie"))
 	}
 	if n := d.failures("127.0.0.1"); n != 1 {
 		t.Fatalf("a wrong code beside a revoked cookie: %d failures, want 1", n)
@@ -208,23 +209,23 @@ func TestRevokedPhonePairsAgain_R10(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := post(code)
-	if res.status != http.StatusSeeOther {
-		t.Fatalf("pairing again: %d %q, want 303", res.status, res.reason)
+	if res.Status != http.StatusSeeOther {
+		t.Fatalf("pairing again: %d %q, want 303", res.Status, res.Reason)
 	}
 	var fresh []*http.Cookie
-	for _, c := range (&http.Response{Header: res.header}).Cookies() {
+	for _, c := range (&http.Response{Header: res.Header}).Cookies() {
 		if c.Name == pairing.CookieName {
 			fresh = append(fresh, c)
 		}
 	}
 	if len(fresh) != 1 || fresh[0].Value == "" || fresh[0].MaxAge <= 0 {
-		t.Fatalf("pairing again set %q, want the one new credential", res.header.Values("Set-Cookie"))
+		t.Fatalf("pairing again set %q, want the one new credential", res.Header.Values("Set-Cookie"))
 	}
-	r := d.raw(d.req("GET", "/c/alpha/x", "Cookie: "+pairing.CookieName+"="+fresh[0].Value))
-	if r.status != http.StatusOK || r.header.Values("Set-Cookie") != nil {
-		t.Fatalf("the new credential: %d %q Set-Cookie %q, want 200 and no cookie touched", r.status, r.reason, r.header.Values("Set-Cookie"))
+	r := d.RawAs(d.req("GET", "/c/alpha/x", "Cookie: "+pairing.CookieName+"="+fresh[0].Value))
+	if r.Status != http.StatusOK || r.Header.Values("Set-Cookie") != nil {
+		t.Fatalf("the new credential: %d %q Set-Cookie %q, want 200 and no cookie touched", r.Status, r.Reason, r.Header.Values("Set-Cookie"))
 	}
-	if _, got := d.alpha.received(); got.Header.Get("X-Phase-Console-Fleet-Login") == old.Login() ||
+	if got, _ := d.Alpha.Last(); got.Header.Get("X-Phase-Console-Fleet-Login") == old.Login() ||
 		!strings.HasPrefix(got.Header.Get("X-Phase-Console-Fleet-Login"), "device:phone#") {
 		t.Errorf("the console saw login %q, want the new device's", got.Header.Get("X-Phase-Console-Fleet-Login"))
 	}

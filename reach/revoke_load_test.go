@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/phase-console/fleet/internal/echoconsole"
 )
 
 // loadWait bounds every wait of the load test: a guard against a hang, never an assertion. It is
@@ -48,15 +50,15 @@ const loadWait = 90 * time.Second
 //     (so the overall count really was full while B went on).
 func TestRevocationUnderLoad_R8_F2(t *testing.T) {
 	const roundsPerStep = 3
-	con := newEchoConsole(t)
+	con := heldConsole(t)
 	d := startTestDoor(t, func(c *Config) { c.Consoles = consoleMap{"alpha": con.Addr()} })
 	devA, cookieA := d.pair("phone")
 	devB, cookieB := d.pair("tablet")
 	loginA, loginB := devA.Login(), devB.Login()
 
 	// The streams, opened before the load.
-	openSSE := func(who, cookie string) (*tls.Conn, *bufio.Reader) {
-		conn, _, resp := d.open(d.req("GET", "/c/alpha/sse/"+who, cookie))
+	openSSE := func(who, cookie string) (net.Conn, *bufio.Reader) {
+		conn, _, resp := d.Open(d.req("GET", "/c/alpha/sse/"+who, cookie))
 		conn.SetDeadline(time.Now().Add(loadWait))
 		if resp.StatusCode != 200 {
 			t.Fatalf("%s's SSE: %d", who, resp.StatusCode)
@@ -67,8 +69,8 @@ func TestRevocationUnderLoad_R8_F2(t *testing.T) {
 		}
 		return conn, body
 	}
-	openWS := func(who, cookie string) (*tls.Conn, *bufio.Reader) {
-		conn, br, resp := d.open(d.req("GET", "/c/alpha/ws/"+who, cookie, "Connection: Upgrade", "Upgrade: websocket",
+	openWS := func(who, cookie string) (net.Conn, *bufio.Reader) {
+		conn, br, resp := d.Open(d.req("GET", "/c/alpha/ws/"+who, cookie, "Connection: Upgrade", "Upgrade: websocket",
 			"Sec-WebSocket-Version: 13", "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ=="))
 		conn.SetDeadline(time.Now().Add(loadWait))
 		if resp.StatusCode != http.StatusSwitchingProtocols {
@@ -311,14 +313,14 @@ func TestRevocationUnderLoad_R8_F2(t *testing.T) {
 
 	// R6, as the SPEC says it: the overall count is full, so a stranger is held back; B is not,
 	// from its own source or from one that failed ten times.
-	if r := d.rawFrom("127.0.0.99", d.req("GET", "/c/alpha/")); r.status != http.StatusTooManyRequests {
-		t.Errorf("a stranger with the overall count full: %d, want 429", r.status)
+	if r := d.rawFrom("127.0.0.99", d.req("GET", "/c/alpha/")); r.Status != http.StatusTooManyRequests {
+		t.Errorf("a stranger with the overall count full: %d, want 429", r.Status)
 	}
-	if r := d.rawFrom("127.0.0.1", d.req("GET", "/c/alpha/r/B/end", cookieB)); r.status != 200 {
-		t.Errorf("B with the overall count full: %d %q, want 200", r.status, r.reason)
+	if r := d.rawFrom("127.0.0.1", d.req("GET", "/c/alpha/r/B/end", cookieB)); r.Status != 200 {
+		t.Errorf("B with the overall count full: %d %q, want 200", r.Status, r.Reason)
 	}
-	if r := d.rawFrom("127.0.0.10", d.req("GET", "/c/alpha/r/B/end2", cookieB)); r.status != 200 {
-		t.Errorf("B's cookie from a source with ten failures: %d %q, want 200 (R6: held back by neither count)", r.status, r.reason)
+	if r := d.rawFrom("127.0.0.10", d.req("GET", "/c/alpha/r/B/end2", cookieB)); r.Status != 200 {
+		t.Errorf("B's cookie from a source with ten failures: %d %q, want 200 (R6: held back by neither count)", r.Status, r.Reason)
 	}
 }
 
@@ -330,7 +332,7 @@ type seqRecord struct {
 }
 
 // seqRecords is what c received, in order.
-func seqRecords(c *echoConsole) []seqRecord {
+func seqRecords(c *echoconsole.Console) []seqRecord {
 	var recs []seqRecord
 	for i, r := range c.All() {
 		recs = append(recs, seqRecord{seq: i + 1, path: r.Path, login: r.Header.Get("X-Phase-Console-Fleet-Login")})
@@ -342,7 +344,7 @@ func seqRecords(c *echoConsole) []seqRecord {
 func dialTLSFrom(d *testDoor, src string) (*tls.Conn, error) {
 	dialer := &net.Dialer{Timeout: loadWait, LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
 	cfg := &tls.Config{RootCAs: d.pool, NextProtos: []string{"http/1.1"}, ServerName: d.door.Addr().Addr().String()}
-	return tls.DialWithDialer(dialer, "tcp", d.addr, cfg)
+	return tls.DialWithDialer(dialer, "tcp", d.Addr, cfg)
 }
 
 // roundTrip writes req on conn and reads the whole answer.

@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/net/http2"
 
+	"github.com/phase-console/fleet/internal/doortest"
 	"github.com/phase-console/fleet/pairing"
 )
 
@@ -26,8 +27,8 @@ import (
 func TestRegisterBadThenGoodBelievesDeviceAgain_R8(t *testing.T) {
 	d := startTestDoor(t)
 	_, cookie := d.pair("phone")
-	if res := d.raw(d.req("GET", "/c/alpha/", cookie)); res.status != http.StatusOK {
-		t.Fatalf("before: status %d %s, want 200", res.status, res.reason)
+	if res := d.RawAs(d.req("GET", "/c/alpha/", cookie)); res.Status != http.StatusOK {
+		t.Fatalf("before: status %d %s, want 200", res.Status, res.Reason)
 	}
 	path := filepath.Join(d.reachDir, pairing.DevicesFile)
 	good, err := os.ReadFile(path)
@@ -37,8 +38,8 @@ func TestRegisterBadThenGoodBelievesDeviceAgain_R8(t *testing.T) {
 	if err := os.WriteFile(path, []byte("{not json"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if res := d.raw(d.req("GET", "/c/alpha/", cookie)); res.status != http.StatusSeeOther {
-		t.Fatalf("file bad: status %d %s, want 303 to /pair (no device believed)", res.status, res.reason)
+	if res := d.RawAs(d.req("GET", "/c/alpha/", cookie)); res.Status != http.StatusSeeOther {
+		t.Fatalf("file bad: status %d %s, want 303 to /pair (no device believed)", res.Status, res.Reason)
 	}
 	if err := os.WriteFile(path, good, 0o600); err != nil {
 		t.Fatal(err)
@@ -46,8 +47,8 @@ func TestRegisterBadThenGoodBelievesDeviceAgain_R8(t *testing.T) {
 	if err := d.register.Refresh(); err != nil {
 		t.Fatal(err)
 	}
-	if res := d.raw(d.req("GET", "/c/alpha/", cookie)); res.status != http.StatusOK {
-		t.Errorf("file good again: status %d %s, want 200: the register believes the device, the door does not", res.status, res.reason)
+	if res := d.RawAs(d.req("GET", "/c/alpha/", cookie)); res.Status != http.StatusOK {
+		t.Errorf("file good again: status %d %s, want 200: the register believes the device, the door does not", res.Status, res.Reason)
 	}
 }
 
@@ -89,7 +90,7 @@ func TestRevocationEndsItsHTTP2Streams_R8(t *testing.T) {
 	c.get(1, "/c/alpha/sse", cookie)
 	c.get(3, "/c/alpha/sse/2", cookie)
 	c.get(5, "/c/alpha/sse")
-	if !c.wait(time.Now().Add(waitLimit), func() bool {
+	if !c.wait(time.Now().Add(doortest.WaitLimit), func() bool {
 		return c.streams[1].data.Len() > 0 && c.streams[3].data.Len() > 0 && c.streams[5].done != ""
 	}) {
 		t.Fatal("the streams did not start")
@@ -100,11 +101,11 @@ func TestRevocationEndsItsHTTP2Streams_R8(t *testing.T) {
 	if err := d.register.Revoke(dev.ID6); err != nil {
 		t.Fatal(err)
 	}
-	if !c.wait(time.Now().Add(waitLimit), func() bool { return c.streams[1].done != "" && c.streams[3].done != "" }) {
+	if !c.wait(time.Now().Add(doortest.WaitLimit), func() bool { return c.streams[1].done != "" && c.streams[3].done != "" }) {
 		t.Fatal("the revoked device's HTTP/2 streams are still open")
 	}
 	c.get(7, "/c/alpha/x", cookie)
-	if !c.wait(time.Now().Add(waitLimit), func() bool { return c.streams[7].status != 0 }) {
+	if !c.wait(time.Now().Add(doortest.WaitLimit), func() bool { return c.streams[7].status != 0 }) {
 		t.Fatal("no answer after the revocation")
 	}
 	if status, reason, _, _ := c.stream(7); status != http.StatusSeeOther {
@@ -128,7 +129,7 @@ func TestRevocationResetsStalledHTTP2Stream_R8(t *testing.T) {
 	c := d.dialH2(t, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
 	c.get(1, "/c/alpha/sse", cookie)
 	c.get(3, "/c/alpha/sse/other", other)
-	if !c.wait(time.Now().Add(waitLimit), func() bool { return c.streams[1].status != 0 && c.streams[3].status != 0 }) {
+	if !c.wait(time.Now().Add(doortest.WaitLimit), func() bool { return c.streams[1].status != 0 && c.streams[3].status != 0 }) {
 		t.Fatal("the streams did not start")
 	}
 	time.Sleep(3 * timeout)
@@ -141,7 +142,7 @@ func TestRevocationResetsStalledHTTP2Stream_R8(t *testing.T) {
 	if err := d.register.Revoke(dev.ID6); err != nil {
 		t.Fatal(err)
 	}
-	if !c.wait(time.Now().Add(waitLimit), func() bool { return c.streams[1].done != "" || c.ended != nil }) {
+	if !c.wait(time.Now().Add(doortest.WaitLimit), func() bool { return c.streams[1].done != "" || c.ended != nil }) {
 		t.Fatal("the revoked device's stalled HTTP/2 stream is still open")
 	}
 	if _, _, _, done := c.stream(1); !strings.HasPrefix(done, "rst") {
