@@ -13,6 +13,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/phase-console/fleet/internal/rawhttp"
 )
 
 // Console is the id of the console every door under test must have registered, answering 200 to
@@ -254,26 +256,6 @@ func Run(t *testing.T, d Door) {
 	}
 }
 
-// values returns the values of every header in h whose name folds (SPEC S3: lower case, every
-// character but a letter or digit as '-') to that of name. It is written out here so that the
-// table does not trust the folding it tests.
-func values(h http.Header, name string) []string {
-	var out []string
-	f := fold(name)
-	for k, v := range h {
-		if fold(k) == f {
-			out = append(out, v...)
-		}
-	}
-	return out
-}
-
-func fold(s string) string {
-	b := []byte(strings.ToLower(s))
-	for i, ch := range b {
-		if !('a' <= ch && ch <= 'z' || '0' <= ch && ch <= '9') {
-			b[i] = '-'
-		}
-	}
-	return string(b)
-}
+// values returns the values of every header in h whose name folds (SPEC S3) to that of name,
+// folded by internal/rawhttp so that the table does not trust the folding it tests.
+var values = rawhttp.FoldedValues
