@@ -26,24 +26,8 @@ import (
 	"github.com/phase-console/fleet/internal/rawhttp"
 )
 
-// rtTry writes req on a fresh connection and reads up to n responses; it stops at the first read
-// error (a closed connection, or nothing more within wait) and returns what it read.
-func (d *testDoor) rtTry(req string, n int, wait time.Duration) ([]doortest.Response, error) {
-	d.t.Helper()
-	conn, err := net.Dial("tcp", d.Addr)
-	if err != nil {
-		d.t.Fatal(err)
-	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(wait))
-	return rawhttp.ExchangeUpTo(conn, req, n)
-}
-
-// rtSeen returns what alpha saw since before.
-func (d *testDoor) rtSeen(before int) []echoconsole.Request { return d.Alpha.Since(before) }
-
-// newRTConsole is a console whose handler the test chooses; it records what reached it.
-func newRTConsole(t *testing.T, d *testDoor, id string, h http.HandlerFunc) *echoconsole.Console {
+// newAnsweringConsole is a console whose handler the test chooses; it records what reached it.
+func newAnsweringConsole(t *testing.T, d *testDoor, id string, h http.HandlerFunc) *echoconsole.Console {
 	t.Helper()
 	c := echoconsole.New(t, echoconsole.Answer(h))
 	d.setConsole(id, c.Addr())
@@ -56,8 +40,8 @@ func TestObsFoldContinuation_S3(t *testing.T) {
 	d := startTestDoor(t)
 	for _, fold := range []string{" X-Phase-Console-Fleet: evil", "\tX-Phase-Console-Fleet-Login: mallory"} {
 		before := d.Alpha.Count()
-		rs, _ := d.rtTry(doortest.ServeReq("GET", "/c/alpha/", "X-Foo: a", fold), 1, 3*time.Second)
-		for _, s := range d.rtSeen(before) {
+		rs, _ := d.RawUpTo(doortest.ServeReq("GET", "/c/alpha/", "X-Foo: a", fold), 1, 3*time.Second)
+		for _, s := range d.Alpha.Since(before) {
 			if got := rawhttp.FoldedValues(s.Header, "X-Phase-Console-Fleet"); len(got) != 1 || got[0] != d.Token {
 				t.Errorf("%q: console saw bearer values %q", fold, got)
 			}
@@ -83,7 +67,7 @@ func TestMalformedHeaderLines_S3(t *testing.T) {
 		"X-Phase-Console-Fleet\t: evil",
 	} {
 		before := d.Alpha.Count()
-		rs, _ := d.rtTry(doortest.ServeReq("GET", "/c/alpha/", extra), 1, 3*time.Second)
+		rs, _ := d.RawUpTo(doortest.ServeReq("GET", "/c/alpha/", extra), 1, 3*time.Second)
 		if d.Alpha.Count() != before {
 			t.Errorf("%q: forwarded to the console", extra)
 		}
@@ -97,7 +81,7 @@ func TestMalformedHeaderLines_S3(t *testing.T) {
 // pipelined request is judged on its own (an assertion in it is 400, hooks is 403).
 func TestPipelinedAfterRefusedUpgrade_S3(t *testing.T) {
 	d := startTestDoor(t)
-	c := newRTConsole(t, d, "refuser", func(w http.ResponseWriter, r *http.Request) {
+	c := newAnsweringConsole(t, d, "refuser", func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no websockets here", http.StatusForbidden)
 	})
 	up := doortest.ServeReq("GET", "/c/refuser/ws", "Connection: Upgrade", "Upgrade: websocket", "Sec-WebSocket-Version: 13", wsKey)
@@ -112,7 +96,7 @@ func TestPipelinedAfterRefusedUpgrade_S3(t *testing.T) {
 	for _, row := range rows {
 		t.Run(row.name, func(t *testing.T) {
 			before := c.Count()
-			rs, err := d.rtTry(up+row.next, 2, 5*time.Second)
+			rs, err := d.RawUpTo(up+row.next, 2, 5*time.Second)
 			if len(rs) != 2 {
 				t.Fatalf("got %d responses (%v)", len(rs), err)
 			}
@@ -133,7 +117,7 @@ func TestPipelinedAfterRefusedUpgrade_S3(t *testing.T) {
 // HTTP: nothing the caller sends next is spliced through unjudged.
 func TestBadSwitchIsNotSpliced_S9(t *testing.T) {
 	d := startTestDoor(t)
-	c := newRTConsole(t, d, "switcher", func(w http.ResponseWriter, r *http.Request) {
+	c := newAnsweringConsole(t, d, "switcher", func(w http.ResponseWriter, r *http.Request) {
 		conn, brw, err := http.NewResponseController(w).Hijack()
 		if err != nil {
 			return
@@ -148,7 +132,7 @@ func TestBadSwitchIsNotSpliced_S9(t *testing.T) {
 		doortest.ServeReq("GET", "/c/switcher/plain"), // a 101 to a request that asked for no upgrade
 	} {
 		before := c.Count()
-		rs, err := d.rtTry(up+doortest.ServeReq("GET", "/c/switcher/hooks"), 2, 5*time.Second)
+		rs, err := d.RawUpTo(up+doortest.ServeReq("GET", "/c/switcher/hooks"), 2, 5*time.Second)
 		if len(rs) == 0 || rs[0].Status != http.StatusBadGateway {
 			t.Fatalf("got %v (%v), want 502 first", rs, err)
 		}
@@ -167,14 +151,14 @@ func TestHTTP10KeepAlive_S3(t *testing.T) {
 	first := strings.Replace(doortest.ServeReq("GET", "/c/alpha/", "Connection: keep-alive"), "HTTP/1.1", "HTTP/1.0", 1)
 	second := strings.Replace(doortest.ServeReq("GET", "/c/alpha/", "X-Phase-Console-Fleet-Login: mallory"), "HTTP/1.1", "HTTP/1.0", 1)
 	before := d.Alpha.Count()
-	rs, _ := d.rtTry(first+second, 2, 3*time.Second)
+	rs, _ := d.RawUpTo(first+second, 2, 3*time.Second)
 	if len(rs) == 2 && (rs[1].Status != 400 || rs[1].Reason != "assertion-sent") {
 		t.Errorf("second request: %d %q", rs[1].Status, rs[1].Reason)
 	}
 	if n := d.Alpha.Count() - before; n > 1 {
 		t.Errorf("console saw %d requests", n)
 	}
-	for _, s := range d.rtSeen(before) {
+	for _, s := range d.Alpha.Since(before) {
 		if got := rawhttp.FoldedValues(s.Header, "X-Phase-Console-Fleet-Login"); len(got) != 1 || got[0] != doortest.Alice {
 			t.Errorf("console saw logins %q", got)
 		}

@@ -25,25 +25,8 @@ import (
 	"github.com/phase-console/fleet/internal/rawhttp"
 )
 
-// rtTry writes req on a fresh connection and reads up to n responses; it stops at the first read
-// error (a closed connection, or nothing more within wait) and returns what it read.
-func (d *door) rtTry(req string, n int, wait time.Duration) ([]doortest.Response, error) {
-	d.t.Helper()
-	conn, err := net.Dial("tcp", d.Addr)
-	if err != nil {
-		d.t.Fatal(err)
-	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(wait))
-	rs, err := rawhttp.ExchangeUpTo(conn, req, n)
-	return (rs), err
-}
-
-// rtSeen returns what alpha saw since before.
-func (d *door) rtSeen(before int) []echoconsole.Request { return d.Alpha.Since(before) }
-
-// newRTConsole is a console whose handler the test chooses; it records what reached it.
-func newRTConsole(t *testing.T, d *door, id string, h http.HandlerFunc) *echoconsole.Console {
+// newAnsweringConsole is a console whose handler the test chooses; it records what reached it.
+func newAnsweringConsole(t *testing.T, d *door, id string, h http.HandlerFunc) *echoconsole.Console {
 	t.Helper()
 	c := echoconsole.New(t, echoconsole.Answer(h))
 	if _, err := d.srv.registry.Put(Console{ID: id, Addr: c.Addr(), Name: id}); err != nil {
@@ -59,7 +42,7 @@ func TestNothingRidesAfter401_S5(t *testing.T) {
 	d := startDoor(t)
 	before := d.Alpha.Count()
 	unverified := strings.Replace(doortest.ServeReq("GET", "/c/alpha/a"), doortest.AliceIP, "100.64.0.99", 1)
-	rs, _ := d.rtTry(unverified+doortest.ServeReq("GET", "/c/alpha/b"), 2, 3*time.Second)
+	rs, _ := d.RawUpTo(unverified+doortest.ServeReq("GET", "/c/alpha/b"), 2, 3*time.Second)
 	if len(rs) != 1 || rs[0].Status != 401 {
 		t.Fatalf("got %d responses %v, want exactly one 401 and a closed connection", len(rs), rs)
 	}
@@ -91,8 +74,8 @@ func TestBodyFramingSmuggling_S7(t *testing.T) {
 	for _, row := range rows {
 		t.Run(row.name, func(t *testing.T) {
 			before := d.Alpha.Count()
-			d.rtTry(row.req, 3, 2*time.Second)
-			for _, s := range d.rtSeen(before) {
+			d.RawUpTo(row.req, 3, 2*time.Second)
+			for _, s := range d.Alpha.Since(before) {
 				if s.Path != "/x" || strings.EqualFold(s.Path, "/hooks/permission-request") {
 					t.Errorf("console saw %s %s", s.Method, s.Path)
 				}
@@ -126,7 +109,7 @@ func TestRequestTargetForms_S7(t *testing.T) {
 		lines("GET /c/alpha/ XTTP/1.1"),
 	} {
 		before := d.Alpha.Count()
-		rs, _ := d.rtTry(req, 1, 2*time.Second)
+		rs, _ := d.RawUpTo(req, 1, 2*time.Second)
 		if d.Alpha.Count() != before {
 			t.Errorf("%q: forwarded to the console", strings.SplitN(req, "\n", 2)[0])
 		}
@@ -145,7 +128,7 @@ func TestExpectContinueJudgedFirst_S3(t *testing.T) {
 		doortest.ServeReq("POST", "/c/alpha/hooks", "Expect: 100-continue", "Content-Length: 5"),
 	} {
 		before := d.Alpha.Count()
-		rs, _ := d.rtTry(req, 1, 2*time.Second)
+		rs, _ := d.RawUpTo(req, 1, 2*time.Second)
 		if len(rs) != 1 || rs[0].Status < 400 {
 			t.Errorf("got %v, want a refusal (and no 100 Continue)", rs)
 		}
@@ -204,7 +187,7 @@ func TestWhoIsCacheAcrossUsers_S5(t *testing.T) {
 	bobAsAlice := strings.Replace(doortest.ServeReq("GET", "/c/alpha/b"), doortest.AliceIP, doortest.BobIP, 1) // bob's IP, alice's login
 	bobReq := strings.Replace(bobAsAlice, doortest.Alice, doortest.Bob, 1)
 	before := d.Alpha.Count()
-	rs, _ := d.rtTry(doortest.ServeReq("GET", "/c/alpha/a")+bobAsAlice, 2, 3*time.Second)
+	rs, _ := d.RawUpTo(doortest.ServeReq("GET", "/c/alpha/a")+bobAsAlice, 2, 3*time.Second)
 	if len(rs) != 2 || rs[0].Status != 200 || rs[1].Status != 401 || rs[1].Reason != "identity-mismatch" {
 		t.Fatalf("got %v", rs)
 	}
@@ -213,7 +196,7 @@ func TestWhoIsCacheAcrossUsers_S5(t *testing.T) {
 		t.Fatalf("bob: %d %q", r.Status, r.Reason)
 	}
 	var logins []string
-	for _, s := range d.rtSeen(before) {
+	for _, s := range d.Alpha.Since(before) {
 		logins = append(logins, s.Header.Get("X-Phase-Console-Fleet-Login"))
 	}
 	if strings.Join(logins, ",") != doortest.Alice+","+doortest.Bob {
@@ -362,7 +345,7 @@ func TestHostForms_S10(t *testing.T) {
 		".sup.tail1234.ts.net", "xn--sup-tail1234", "sup\\.tail1234.ts.net", "127.0.0.1:7420:7420", "[::1]x",
 	} {
 		before := d.Alpha.Count()
-		rs, _ := d.rtTry(doortest.ServeReqHost("GET", "/c/alpha/", host), 1, 2*time.Second)
+		rs, _ := d.RawUpTo(doortest.ServeReqHost("GET", "/c/alpha/", host), 1, 2*time.Second)
 		if d.Alpha.Count() != before {
 			t.Errorf("Host %q was admitted and forwarded", host)
 		}
@@ -381,7 +364,7 @@ func TestHostWithJunkPort_S10(t *testing.T) {
 	for _, host := range []string{doortest.TSName + ":1,evil.example", "localhost:443,evil.example:443", doortest.TSName + ":x;evil",
 		"127.0.0.1:99999", doortest.TSName + ".:443.", "[127.0.0.1]", "[localhost]", "[::1]:80:80", "[::1]:,evil.example"} {
 		before := d.Alpha.Count()
-		rs, _ := d.rtTry(doortest.ServeReqHost("GET", "/c/alpha/", host), 1, 2*time.Second)
+		rs, _ := d.RawUpTo(doortest.ServeReqHost("GET", "/c/alpha/", host), 1, 2*time.Second)
 		if d.Alpha.Count() != before {
 			s, _ := d.Alpha.Last()
 			t.Errorf("Host %q admitted; console saw X-Forwarded-Host %q", host, s.Header.Get("X-Forwarded-Host"))
@@ -404,7 +387,7 @@ func TestOriginForms_S12(t *testing.T) {
 	}
 	for _, o := range refused {
 		before := d.Alpha.Count()
-		rs, _ := d.rtTry(doortest.ServeReq("POST", "/c/alpha/x", "Origin: "+o, "Content-Length: 0"), 1, 2*time.Second)
+		rs, _ := d.RawUpTo(doortest.ServeReq("POST", "/c/alpha/x", "Origin: "+o, "Content-Length: 0"), 1, 2*time.Second)
 		if d.Alpha.Count() != before {
 			t.Errorf("Origin %q: forwarded", o)
 		} else if len(rs) == 1 && (rs[0].Status != 403 || rs[0].Reason != "cross-origin") {
@@ -465,7 +448,7 @@ func TestPathTricksAtDoor_S7(t *testing.T) {
 	}
 	// An IIS-style %u escape: net/http itself refuses the request-target.
 	before := d.Alpha.Count()
-	if rs, _ := d.rtTry(doortest.ServeReq("POST", "/c/alpha/%u0068ooks"), 1, 2*time.Second); len(rs) != 1 || rs[0].Status != 400 || d.Alpha.Count() != before {
+	if rs, _ := d.RawUpTo(doortest.ServeReq("POST", "/c/alpha/%u0068ooks"), 1, 2*time.Second); len(rs) != 1 || rs[0].Status != 400 || d.Alpha.Count() != before {
 		t.Errorf("%%u escape: %v", rs)
 	}
 	// What is let through is exactly what a console's router will see: never "hooks".

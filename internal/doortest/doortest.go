@@ -167,6 +167,18 @@ func (c *Client) RawMany(req string, n int) []Response {
 	return rawhttp.Exchange(c.T, conn, c.wire(req), n)
 }
 
+// RawUpTo writes req (line ends as CRLF) on a new connection whose deadline is wait from now and
+// reads up to n responses. It stops at the first error — the door closed the connection, or
+// nothing more came within wait — and returns what it read with that error.
+func (c *Client) RawUpTo(req string, n int, wait time.Duration) ([]Response, error) {
+	c.T.Helper()
+	c.Exchanging(n)
+	conn := c.Dial()
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(wait))
+	return rawhttp.ExchangeUpTo(conn, req, n)
+}
+
 // RawAs writes req on a new connection and reads one response as the answer to req's method (a
 // HEAD answer has no body).
 func (c *Client) RawAs(req string) Response {
