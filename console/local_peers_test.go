@@ -25,10 +25,10 @@ import (
 	"github.com/phase-console/fleet/internal/otheruser"
 )
 
-// rt2Console is a console with runs, presence and the hook behind the Verifier, on a real
+// peerConsole is a console with runs, presence and the hook behind the Verifier, on a real
 // listener, with ConnContext set. gate, if not nil, is waited on before the Verifier runs: it
 // stands for whatever a console does first (an access log, a session lookup, the scheduler).
-type rt2Console struct {
+type peerConsole struct {
 	e      *env
 	runs   Runs
 	srv    *http.Server
@@ -37,13 +37,13 @@ type rt2Console struct {
 	starts int
 }
 
-func newRT2Console(t *testing.T, gate func(), cfg ...Config) *rt2Console {
+func newPeerConsole(t *testing.T, gate func(), cfg ...Config) *peerConsole {
 	t.Helper()
 	var conf Config
 	if len(cfg) > 0 {
 		conf = cfg[0]
 	}
-	c := &rt2Console{e: newEnv(t, tokA, conf)}
+	c := &peerConsole{e: newEnv(t, tokA, conf)}
 	mux := http.NewServeMux()
 	mux.Handle("POST /runs", c.e.v.LocalOnly(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, tok, _ := c.runs.Start()
@@ -76,24 +76,22 @@ func newRT2Console(t *testing.T, gate func(), cfg ...Config) *rt2Console {
 	return c
 }
 
-func (c *rt2Console) started() int {
+func (c *peerConsole) started() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.starts
 }
 
-// ---- Findings ----------------------------------------------------------------------------------
-
-// Once a finding (high), now guarded: "local" means "the peer socket is this console's own
+// TestTailscaledUIDIsLocal_C4: "local" means "the peer socket is this console's own
 // uid". tailscaled runs as root, and under userspace networking (tailscaled in a container, the
 // Tailscale Docker image's default, any --tun=userspace-networking) it forwards a tailnet peer's
 // connection to <node>:<console port> straight to 127.0.0.1:<port> from a socket of its own uid.
 // A console that runs as root — a container, a dev VM, this test — cannot tell that connection
 // from its own user: any tailnet peer (a tagged node, a shared-in user, anyone the ACLs let reach
 // the port) writes Host: 127.0.0.1 and is scope local: it starts runs and answers permission hooks.
-// (doc.go and console-contract.md promise 403 no-assertion for exactly this case.) Fix: fail closed
-// when the console's uid is tailscaled's (owner of its LocalAPI socket) unless the console can ask
-// WhoIs(RemoteAddr) (S5b) or tailscaled reports TUN: true; fleet doctor should FAIL the combination.
+// (doc.go and console-contract.md promise 403 no-assertion for exactly this case.) So the console
+// fails closed when its uid is tailscaled's (owner of its LocalAPI socket) unless the console can ask
+// WhoIs(RemoteAddr) (S5b) or tailscaled reports TUN: true; fleet doctor FAILs the combination.
 func TestTailscaledUIDIsLocal_C4(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the console must run as tailscaled's uid (root)")
@@ -110,7 +108,7 @@ func TestTailscaledUIDIsLocal_C4(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tsLn.Close()
-	c := newRT2Console(t, nil, Config{TailscaleSocket: sock})
+	c := newPeerConsole(t, nil, Config{TailscaleSocket: sock})
 	// The bytes a tailnet peer writes; tailscaled (uid 0) opens the connection to 127.0.0.1.
 	conn, err := net.Dial("tcp4", c.addr)
 	if err != nil {
@@ -129,8 +127,8 @@ func TestTailscaledUIDIsLocal_C4(t *testing.T) {
 	}
 }
 
-// Once a finding (medium), now guarded: the console's uid verdict is read lazily at the first local request, from
-// /proc/net/tcp, without checking that the connection still holds its 4-tuple. Another user
+// TestResetConnectionInheritsNextOwner_C4: the console's uid verdict, read lazily at the first
+// local request from /proc/net/tcp, checks that the connection still holds its 4-tuple. Another user
 // connects from 127.0.0.1:X, sends POST /runs and resets the connection; if a socket of the
 // console's own user (the supervisor's hop or probe, the user's browser) takes 127.0.0.1:X before
 // the Verifier runs, the stranger's request — still readable after the reset — is scope local and
@@ -142,7 +140,7 @@ func TestResetConnectionInheritsNextOwner_C4(t *testing.T) {
 	}
 	hit, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	c := newRT2Console(t, func() {
+	c := newPeerConsole(t, func() {
 		first := false
 		once.Do(func() { first = true })
 		if first {
@@ -152,8 +150,8 @@ func TestResetConnectionInheritsNextOwner_C4(t *testing.T) {
 	})
 	port := otheruser.FreePort(t)
 	payload := fmt.Sprintf("POST /runs HTTP/1.1\r\nHost: %s\r\nContent-Length: 2\r\n\r\n{}", c.addr)
-	h := otheruser.Start(t, "^TestConsoleLocalPeersHelperProcess$", "FLEET_RT2_CONSOLE", fmt.Sprintf("rst %d %s", port, c.addr),
-		func(cmd *exec.Cmd) { cmd.Env = append(cmd.Env, "FLEET_RT2_PAYLOAD="+payload) })
+	h := otheruser.Start(t, "^TestConsoleLocalPeersHelperProcess$", "FLEET_CONSOLE_PEERS_HELPER", fmt.Sprintf("rst %d %s", port, c.addr),
+		func(cmd *exec.Cmd) { cmd.Env = append(cmd.Env, "FLEET_CONSOLE_PEERS_PAYLOAD="+payload) })
 	h.Expect(t, "SENT")
 	select {
 	case <-hit:
@@ -206,7 +204,7 @@ func TestHTTP2TLS_C4(t *testing.T) {
 		}
 	}
 	mine()
-	out := rt2Run(t, "get "+url)
+	out := runOtherUser(t, "get "+url)
 	if !strings.HasPrefix(out, "STATUS 403 HTTP/2.0 no-assertion") {
 		t.Errorf("uid %d over HTTP/2: %q, want 403 no-assertion", otheruser.UID, out)
 	}
@@ -231,7 +229,7 @@ func TestH2CWithoutConnContext_C4(t *testing.T) {
 	go srv.Serve(ln)
 	defer srv.Close()
 	url := "http://" + ln.Addr().String() + "/whoami"
-	out := rt2Run(t, "h2c "+url)
+	out := runOtherUser(t, "h2c "+url)
 	if !strings.HasPrefix(out, "STATUS 403 HTTP/2.0 no-assertion") {
 		t.Errorf("uid %d over h2c: %q, want 403 no-assertion over HTTP/2", otheruser.UID, out)
 	}
@@ -274,16 +272,16 @@ func TestOtherUserWithLiveRunToken_C6(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Skip("needs root to run a client as another user")
 	}
-	c := newRT2Console(t, nil)
+	c := newPeerConsole(t, nil)
 	_, tok, err := c.runs.Start()
 	if err != nil {
 		t.Fatal(err)
 	}
 	base := "http://" + c.addr + "/hooks/permission-request"
-	if out := rt2Run(t, "hook "+base+" "+tok); !strings.HasPrefix(out, "STATUS 403 no-assertion") {
+	if out := runOtherUser(t, "hook "+base+" "+tok); !strings.HasPrefix(out, "STATUS 403 no-assertion") {
 		t.Errorf("uid %d with a live run token: %q, want 403 no-assertion", otheruser.UID, out)
 	}
-	if out := rt2Run(t, "hook "+base+" "+tok+" X-Forwarded-For"); !strings.HasPrefix(out, "STATUS 403 not local") {
+	if out := runOtherUser(t, "hook "+base+" "+tok+" X-Forwarded-For"); !strings.HasPrefix(out, "STATUS 403 not local") {
 		t.Errorf("uid %d with a proxy mark: %q, want 403 not local", otheruser.UID, out)
 	}
 	for _, ev := range c.e.logs.Events(EventHookRejected) {
@@ -305,21 +303,21 @@ func whoamiMux() http.Handler {
 	return mux
 }
 
-// rt2Run runs TestConsoleLocalPeersHelperProcess as otheruser.UID to the end and returns its output.
-func rt2Run(t *testing.T, mode string) string {
+// runOtherUser runs TestConsoleLocalPeersHelperProcess as otheruser.UID to the end and returns its output.
+func runOtherUser(t *testing.T, mode string) string {
 	t.Helper()
-	return otheruser.Run(t, "^TestConsoleLocalPeersHelperProcess$", "FLEET_RT2_CONSOLE", mode, "")
+	return otheruser.Run(t, "^TestConsoleLocalPeersHelperProcess$", "FLEET_CONSOLE_PEERS_HELPER", mode, "")
 }
 
 // TestConsoleLocalPeersHelperProcess is the other-uid client of the tests above.
 //
-//	rst PORT ADDR:        from 127.0.0.1:PORT connect to ADDR, write $FLEET_RT2_PAYLOAD, print
+//	rst PORT ADDR:        from 127.0.0.1:PORT connect to ADDR, write $FLEET_CONSOLE_PEERS_PAYLOAD, print
 //	                      SENT; after a line on stdin reset the connection, print RST
 //	get URL:              GET over HTTPS (HTTP/2, any certificate); print "STATUS code proto reason"
 //	h2c URL:              GET over unencrypted HTTP/2; the same line
 //	hook URL TOKEN [HDR]: POST with the run bearer (and header HDR: 127.0.0.1); "STATUS code reason"
 func TestConsoleLocalPeersHelperProcess(t *testing.T) {
-	mode := os.Getenv("FLEET_RT2_CONSOLE")
+	mode := os.Getenv("FLEET_CONSOLE_PEERS_HELPER")
 	if mode == "" {
 		return
 	}
@@ -345,7 +343,7 @@ func TestConsoleLocalPeersHelperProcess(t *testing.T) {
 		if err != nil {
 			fail(err)
 		}
-		io.WriteString(c, os.Getenv("FLEET_RT2_PAYLOAD"))
+		io.WriteString(c, os.Getenv("FLEET_CONSOLE_PEERS_PAYLOAD"))
 		fmt.Println("SENT")
 		bufio.NewReader(os.Stdin).ReadString('\n')
 		c.(*net.TCPConn).SetLinger(0)

@@ -21,15 +21,13 @@ import (
 	"github.com/phase-console/fleet/internal/state"
 )
 
-// ---- Findings --------------------------------------------------------------------------------
-
-// Was a finding (high), fixed: "local" was decided by the peer's IP address alone (loopbackPeer). Any process
-// on the machine that can reach the console's 127.0.0.1 port — another user's, or tailscaled
-// itself forwarding a tailnet peer straight to 127.0.0.1:<port> under userspace networking (the
-// very case S5b guards the supervisor against) — is scope local: it passes LocalOnly (presence,
-// starting runs) and the permission hook's C6 transport checks, and with a run token it got from
-// a local-only endpoint it answers permission requests. This test runs the client as another
-// uid.
+// TestOtherUserIsLocal_C4: "local" is never decided by the peer's IP address alone. Were it, any
+// process on the machine that can reach the console's 127.0.0.1 port — another user's, or
+// tailscaled itself forwarding a tailnet peer straight to 127.0.0.1:<port> under userspace
+// networking (the very case S5b guards the supervisor against) — would be scope local: it would
+// pass LocalOnly (presence, starting runs) and the permission hook's C6 transport checks, and with
+// a run token it got from a local-only endpoint it would answer permission requests. This test
+// runs the client as another uid.
 func TestOtherUserIsLocal_C4(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Skip("needs root to run a client as another user")
@@ -62,10 +60,11 @@ func TestOtherUserIsLocal_C4(t *testing.T) {
 	}
 }
 
-// Was a finding (medium), fixed (proxied requests without an assertion are refused): S12's reasoning ("a tailnet identity is ambient, like a cookie") holds for a
-// console published by its own proxy too, but Judge checks Origin only for scope local: a proxied
-// request (the console's own Tailscale Serve, Host admitted by AllowHost) from a foreign page is
-// believed as the user. Any web page the user visits can drive such a console as them.
+// TestProxiedCrossOriginBelieved_C4: proxied requests without an assertion are refused. S12's
+// reasoning ("a tailnet identity is ambient, like a cookie") holds for a console published by its
+// own proxy too: were Origin checked only for scope local, a proxied request (the console's own
+// Tailscale Serve, Host admitted by AllowHost) from a foreign page would be believed as the user,
+// and any web page the user visits could drive such a console as them.
 func TestProxiedCrossOriginBelieved_C4(t *testing.T) {
 	e := newEnv(t, tokA, Config{AllowHost: func(h string) bool { return h == "con.tail1234.ts.net" }})
 	for _, o := range []string{"https://evil.example", "null"} {
@@ -87,9 +86,10 @@ func TestProxiedCrossOriginBelieved_C4(t *testing.T) {
 	}
 }
 
-// Was a finding (low), fixed with Token.MatchFresh: C1 wants "no request fails" across a rotation. The supervisor and each console
-// poll the token file independently (1 s each); when the supervisor sees the new token first, it
-// sends it to a console that does not know it yet: 401 fleet-bad-token.
+// TestSupervisorSeesRotationFirst_C1: C1 wants "no request fails" across a rotation. The
+// supervisor and each console poll the token file independently (1 s each); when the supervisor
+// sees the new token first, it sends it to a console that does not know it yet, which re-reads the
+// file (Token.MatchFresh) rather than answer 401 fleet-bad-token.
 func TestSupervisorSeesRotationFirst_C1(t *testing.T) {
 	e := newEnv(t, tokA, Config{})
 	e.writeToken(tokB) // fleet token rotate
@@ -105,9 +105,9 @@ func TestSupervisorSeesRotationFirst_C1(t *testing.T) {
 	}
 }
 
-// Was a finding (low), fixed (grace from the file's mtime): the previous token's 10 s grace starts when the follower notices the change, not
-// at the rotation, so the old token is believed up to 10 s + the poll interval after it was
-// replaced ("at most 10 s ... never longer").
+// TestGraceCountsFromRotation_C1: the previous token's 10 s grace counts from the file's mtime, the
+// rotation, not from when the follower notices the change: else the old token would be believed up
+// to 10 s + the poll interval after it was replaced ("at most 10 s ... never longer").
 func TestGraceCountsFromRotation_C1(t *testing.T) {
 	e := newEnv(t, tokA, Config{})
 	rotatedAt := e.clock.Now()
@@ -123,13 +123,13 @@ func TestGraceCountsFromRotation_C1(t *testing.T) {
 	}
 }
 
-// Was a finding (low), fixed (the grace also ends RotationGrace after the follower last confirmed
-// the old token in the file): the previous token's grace was taken from the mtime of the file the
-// follower reads, which is the mtime of the LAST rotation. When two rotations land between two
-// looks at the file (both within one 1 s poll, or while the console was stopped — SIGTSTP, a
-// debugger, a frozen cgroup), the follower never sees the middle token and keeps the first one as
-// "previous", believed for 10 s after the second rotation: a token that stopped being current an
-// hour ago was believed again. C1: "after a rotation the previous token is still believed for at
+// TestGraceNeverSpansTwoRotations_C1: the previous token's grace also ends RotationGrace after the
+// follower last confirmed the old token in the file. Taken from the file's mtime alone, it would
+// count from the LAST rotation: when two rotations land between two looks at the file (both within
+// one 1 s poll, or while the console was stopped — SIGTSTP, a debugger, a frozen cgroup), the
+// follower never sees the middle token and keeps the first one as "previous", believed for 10 s
+// after the second rotation: a token that stopped being current an hour ago would be believed
+// again. C1: "after a rotation the previous token is still believed for at
 // most 10 s ... never longer"; tokA is not even the previous token.
 func TestGraceNeverSpansTwoRotations_C1(t *testing.T) {
 	t.Run("C1 an hour between the rotations", func(t *testing.T) {

@@ -21,21 +21,20 @@ import (
 // tokEvil is a token that another user chose: base64url of 32 'e' bytes.
 const tokEvil = "ZWVlZWVlZWVlZWVlZWVlZWVlZWVlZWVlZWVlZWVlZWU"
 
-// Was a finding (medium), fixed (the token file is opened with O_NOFOLLOW and judged by the fstat
-// of what was opened; the stamp recorded is that file's): the console read
-// <stateHome>/fleet/fleet.token check-then-open — state.ReadToken Lstat()ed the path (a regular
-// 0600 file of ours) and then os.ReadFile()d the path again, following a symlink. Another user who
-// can write the folder (here it is 0777, which F1 refuses at the supervisor's start-up, but the
-// console does not look at the folder) swaps the real file with a symlink to a file of theirs
-// (renameat2 RENAME_EXCHANGE) in a loop, and sends the console requests with their own bearer —
-// each miss makes MatchFresh re-read the file. Once a read landed in the window, the console
-// believed their token: they asserted any login (scope remote) to it. And when they put the real
-// file back, the stamp recorded with their token was the real file's, so the console never read
-// it again: their token stayed believed, and the supervisor's refused, until the next rotation.
+// TestTokenNeverReadThroughASwappedSymlink_C1_F1: the console opens the token file with O_NOFOLLOW
+// and judges it by the fstat of what it opened, and the stamp it records is that file's. A
+// check-then-open read (Lstat the path, a regular 0600 file of ours, then read the path again,
+// following a symlink) loses to another user who can write the folder (here it is 0777, which F1
+// refuses at the supervisor's start-up, but the console does not look at the folder): they swap
+// the real file with a symlink to a file of theirs (renameat2 RENAME_EXCHANGE) in a loop, and send
+// the console requests with their own bearer — each miss makes MatchFresh re-read the file. A read
+// landing in the window would believe their token (any login, scope remote), and with the real
+// file's stamp recorded with it the console would never read the file again: their token believed,
+// and the supervisor's refused, until the next rotation.
 //
-// Now, while the other user swaps, every read finds the real file or refuses the symlink (fail
-// closed, "the token file is unusable"); their token is never believed, and once the real file is
-// back the supervisor's token is believed and theirs is not.
+// While the other user swaps, every read finds the real file or refuses the symlink (fail closed,
+// "the token file is unusable"); their token is never believed, and once the real file is back the
+// supervisor's token is believed and theirs is not.
 func TestTokenNeverReadThroughASwappedSymlink_C1_F1(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Skip("needs root to run the swapper as another user")

@@ -1,6 +1,6 @@
 package pairing
 
-// Red-team tests of the pairing POST against a caller that stops sending its form, or keeps it
+// The pairing POST against a caller that stops sending its form, or keeps it
 // open for as long as it likes.
 
 import (

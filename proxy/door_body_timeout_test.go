@@ -295,11 +295,11 @@ func earlyConsole(t *testing.T) (addr string, answered <-chan struct{}) {
 // the body (a 404 of any Go console); the caller has sent some of it, sends a few bytes more,
 // then nothing. The hop's Transport stops forwarding the body at its next write; nothing that
 // reads it afterwards may do so without a deadline (S9: a body that sends nothing for the idle
-// timeout is cut off). Before the fix, net/http's server read the rest itself — up to 256 KiB
-// as the answer's head was written (it could not tell the hop's idleBody from a body the
-// handler left), and again when it closed the body — with no deadline and no idle timer: the
-// caller held a goroutine, its connection and the console's answer for ever. Now the console's
-// answer goes out at once with "Connection: close" and the connection closes after it. Here the
+// timeout is cut off). Left to itself, net/http's server reads the rest — up to 256 KiB as the
+// answer's head is written (it cannot tell the hop's idleBody from a body the handler left), and
+// again when it closes the body — with no deadline and no idle timer: the caller would hold a
+// goroutine, its connection and the console's answer for ever. So the console's answer goes out
+// at once with "Connection: close" and the connection closes after it. Here the
 // idle timeout is 300 ms; 4 s of silence later the caller must have been answered and closed.
 func TestBodyLeftByConsoleNeverReadWithoutDeadline_S9(t *testing.T) {
 	const idle = 300 * time.Millisecond

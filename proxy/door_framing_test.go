@@ -374,8 +374,8 @@ func h2Get(t *testing.T, addr, path string) (status, reason string) {
 // TestHTTP2TargetWithSpaceRefused_S7: over HTTP/2 (the direct-reach door speaks it), a paired
 // phone can send a :path whose query holds a space — net/http's HTTP/2 server and
 // url.ParseRequestURI take it, where the HTTP/1 door's parser refuses such a request line
-// outright. Before the fix, rewrite copied In.URL.RawQuery as it came and net/http's Transport
-// wrote it as it was, so the console was sent "GET /x?a /hooks HTTP/1.1": a request line that is
+// outright. Were rewrite to copy In.URL.RawQuery as it came, net/http's Transport would write it
+// as it was, and the console would be sent "GET /x?a /hooks HTTP/1.1": a request line that is
 // not HTTP, whose target each console's parser reads its own way (one that takes the token before
 // the version reads "/hooks"). The target forwarded is the target judged, in a request line every
 // parser splits alike: the Door refuses a target with a space (or a control byte) anywhere, 400
@@ -442,10 +442,10 @@ func switchingConsole(t *testing.T, hold time.Duration) (addr string, ended <-ch
 
 // TestUnaskedSwitchClosesConsoleConnection_S9: a console that answers 101 to a request that
 // asked for no switch gets 502 (TestBadSwitchIsNotSpliced_S9) and its connection closed at once,
-// on the net/http path too (a body, the direct-reach door's HTTP/2): before the fix,
-// ReverseProxy's own refusal of the switch left the connection that the Transport had handed
-// over with the 101 open until the garbage collector found it — a descriptor, and a console
-// left waiting, per such answer. (The fast loop always closed it: proxy/fastloop.)
+// on the net/http path too (a body, the direct-reach door's HTTP/2): ReverseProxy's own refusal
+// of the switch leaves the connection that the Transport handed over with the 101 open until the
+// garbage collector finds it — a descriptor, and a console left waiting, per such answer. (The
+// fast loop closes it itself: proxy/fastloop.)
 func TestUnaskedSwitchClosesConsoleConnection_S9(t *testing.T) {
 	d := startTestDoor(t)
 	addr, ended := switchingConsole(t, 3*time.Second)

@@ -193,9 +193,9 @@ func hintsConsole(t *testing.T) string {
 // paths. The fast loop scrubs a 103's head (package proxy/fastloop, writeAnswerHead); on the
 // net/http path — any request with a body, every upgrade, and the whole direct-reach door, where
 // fleet's cookie lives — httputil.ReverseProxy passes a 103 on from its own Got1xxResponse hook,
-// which ModifyResponse never sees. Before the fix, there (and in upgradeTransport, which calls that
+// which ModifyResponse never sees. Unscrubbed, there (and in upgradeTransport, which calls that
 // hook with the console's header as it came) the console's Set-Cookie for __Host-fleet-…,
-// Clear-Site-Data and Service-Worker-Allowed reached the caller; now the hop's Transport
+// Clear-Site-Data and Service-Worker-Allowed would reach the caller; so the hop's Transport
 // (hintsScrubbed) and upgradeTransport scrub a 1xx's header before that hook copies it.
 func TestConsoleEarlyHintsScrubbed_R9(t *testing.T) {
 	d := startTestDoor(t)

@@ -139,7 +139,7 @@ func TestServerSentEventsStream_S9(t *testing.T) {
 
 // TestHugeHeadersRefused_S9: request headers over 64 KiB are 431 and never reach the console. A
 // head that net/http still reads (up to its 4 KiB of slack) is refused by the door, with its
-// reason and log line; a larger one gets net/http's own bare 431 (README, "Choices").
+// reason and log line; a larger one gets net/http's own bare 431 (docs/choices.md).
 func TestHugeHeadersRefused_S9(t *testing.T) {
 	d := startTestDoor(t)
 	rows := []struct {
@@ -262,11 +262,11 @@ func bigBody(n int) string {
 // TestConsoleAnsweringFirstGetsWholeBody_S9: a console that answers at once and then reads the
 // upload (a progress stream, an echo: net/http's EnableFullDuplex, any HTTP/1.1 server that
 // streams) gets the body the caller sent, whole (S9: the hop streams, bodies are not buffered),
-// and the caller gets the whole answer. Before the fix, at the first flush of the answer
-// net/http's server discarded up to 256 KiB + 1 of the request body itself (the hop's handler
-// was not full duplex, and r.Body was the hop's idleBody, which it takes for a body the handler
-// left): bytes read off the caller's connection under the Transport's nose, which never reached
-// the console — it read a well-formed chunked body with a hole in its middle.
+// and the caller gets the whole answer. The hop's handler is full duplex: otherwise, at the first
+// flush of the answer, net/http's server discards up to 256 KiB + 1 of the request body itself
+// (r.Body is the hop's idleBody, which it takes for a body the handler left): bytes read off the
+// caller's connection under the Transport's nose, which never reach the console — it reads a
+// well-formed chunked body with a hole in its middle.
 func TestConsoleAnsweringFirstGetsWholeBody_S9(t *testing.T) {
 	d := startTestDoor(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

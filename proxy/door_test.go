@@ -207,7 +207,7 @@ func (v loginVerifier) VerifyCaller(*http.Request, string) (Caller, *Refusal) {
 // (every parser trims those) — is refused 401 unverified by the Door's judgement, alike on both
 // paths: a GET that the fast loop judges and one that net/http serves (Content-Length: 0 is not
 // the fast loop's). It reaches the console under no login at all: not cleaned up (the fast
-// loop's writer once asserted "mallory@example.com\r\n" as "mallory@example.com"), and not taken
+// loop's writer must not assert "mallory@example.com\r\n" as "mallory@example.com"), and not taken
 // for a console that is down (net/http's Transport refuses such a value, and ReverseProxy's
 // answer was 502 console-down, the console marked down). Each refusal is logged once, and the
 // login is not in the log.

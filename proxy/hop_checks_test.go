@@ -277,8 +277,8 @@ func TestNamedInListsAndTrailers_S3(t *testing.T) {
 // name is empty and the value is all of it) is stored by a browser that predates 6265bis's
 // refusal of a nameless cookie whose value starts with "__Host-", and sent back as the value
 // alone: "__Host-fleet-device=<value>", the very line by which the reach door reads a device's
-// credential. Before the fix, DropFleetCookies looked at the name before the first "=", which is
-// empty, and kept it: a console could add a second device cookie to a phone's jar (two are
+// credential. Were DropFleetCookies to look at the name before the first "=", which is empty,
+// and keep it, a console could add a second device cookie to a phone's jar (two are
 // believed as none: the phone is logged out) or, on a jar without one, its own. Every Set-Cookie
 // whose name-value pair, read either way, starts with the prefix (in any case) goes; a named
 // cookie whose value merely starts with it stays (it comes back under its own name).

@@ -1,6 +1,6 @@
 package proxy
 
-// Red-team test of the hop's WebSocket upgrade against a revocation that lands mid-handshake.
+// The hop's WebSocket upgrade against a revocation that lands mid-handshake.
 
 import (
 	"bufio"

@@ -1,7 +1,7 @@
 package proxy
 
-// A caller's bytes reaching a console, on fleet's connection, as a request without fleet's
-// assertion (a fifth review round, ninth session).
+// A caller's bytes must never reach a console, on fleet's connection, as a request without
+// fleet's assertion (S9): what the hop does with a console's switch.
 
 import (
 	"bufio"

@@ -1,6 +1,6 @@
 package reach
 
-// Red-team tests of the device cookie on the door: what a console's answers can do to it.
+// The device cookie on the door (R9): what a console's answers cannot do to it.
 
 import (
 	"net"

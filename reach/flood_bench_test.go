@@ -21,7 +21,7 @@ import (
 	"github.com/phase-console/fleet/pairing"
 )
 
-// BenchmarkDeviceUnderPasswordFlood (issue 11): a paired device's latency through the door, idle
+// BenchmarkDeviceUnderPasswordFlood: a paired device's latency through the door, idle
 // and while strangers from 64 loopback sources flood the pairing POST with live codes and wrong
 // passwords (the real scrypt cost, ln=17). What keeps the device's p99 near its idle p99: scrypt
 // runs in a helper process, off the door's heap; the limiter refuses a limited source before any

@@ -1,6 +1,6 @@
 package reach
 
-// Red-team tests of the limiter on the door: concurrency, which the attack tables cannot express.
+// The limiter on the door under concurrency (R6), which the attack tables cannot express.
 
 import (
 	"net/http"

@@ -1,6 +1,6 @@
 package reach
 
-// Red-team tests of revocation on the door: the register's file going bad, then good again; a
+// Revocation on the door (R8): the register's file going bad, then good again; a
 // revoked device's HTTP/2 streams, one of them stalled.
 
 import (

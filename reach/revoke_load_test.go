@@ -1,6 +1,6 @@
 package reach
 
-// Fault test (issue 12): a device revoked while it and another device drive the door hard.
+// Fault test: a device revoked while it and another device drive the door hard.
 
 import (
 	"bufio"

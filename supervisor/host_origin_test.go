@@ -205,7 +205,7 @@ func TestRefusalsLoggedWithoutSecrets_S11(t *testing.T) {
 // as the pairing page does, that no site may frame it (X-Frame-Options DENY, CSP frame-ancestors
 // 'none'), that its type is not to be sniffed, that it loads nothing and runs no script
 // (default-src 'none'), and sends its Referer to itself only. The index's inline style is allowed
-// by its hash, never by 'unsafe-inline'. A review found the index framable and sniffable.
+// by its hash, never by 'unsafe-inline'.
 func TestOwnPagesRefuseFraming_S12(t *testing.T) {
 	d := startDoor(t)
 	// What a browser sends when evil.example frames https://<machine>.ts.net/.

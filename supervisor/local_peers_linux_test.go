@@ -52,7 +52,7 @@ func TestPrivateUsersHidesRoot_Deploy(t *testing.T) {
 	// Why deploy/ sets PrivateUsers=no (guarded by deploy.TestSystemdUnit_S1): under a user
 	// manager's PrivateUsers=yes, root (tailscaled) shows as 65534 and the supervisor — failing
 	// closed — verifies nobody. This proves that hazard, so the unit never brings it back.
-	base, err := os.MkdirTemp("", "fleet-rt2-userns")
+	base, err := os.MkdirTemp("", "fleet-userns")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func TestPrivateUsersHidesRoot_Deploy(t *testing.T) {
 	}
 	os.Chown(home, otheruser.UID, otheruser.UID)
 
-	h := startRT2Helper(t, "userns-door "+home+" "+tsSock, "", func(a *syscall.SysProcAttr) {
+	h := startLocalPeersHelper(t, "userns-door "+home+" "+tsSock, "", func(a *syscall.SysProcAttr) {
 		a.Cloneflags = syscall.CLONE_NEWUSER
 		a.UidMappings = []syscall.SysProcIDMap{{ContainerID: otheruser.UID, HostID: otheruser.UID, Size: 1}}
 		a.GidMappings = []syscall.SysProcIDMap{{ContainerID: otheruser.UID, HostID: otheruser.UID, Size: 1}}
@@ -121,7 +121,7 @@ func TestWritableAncestor_Unix(t *testing.T) {
 		return // refused: what we want
 	}
 	defer ln.Close()
-	h := startRT2Helper(t, "swap "+base, "", nil)
+	h := startLocalPeersHelper(t, "swap "+base, "", nil)
 	h.Expect(t, "READY")
 	c, err := net.Dial("unix", path) // what tailscaled does next
 	if err != nil {
@@ -240,7 +240,7 @@ func TestOtherUserCannotConnect_Unix(t *testing.T) {
 		t.Skip("needs root to run the other user")
 	}
 	d := uxStart(t, os.Getuid())
-	h := startRT2Helper(t, "dialunix "+d.sock, "", nil)
+	h := startLocalPeersHelper(t, "dialunix "+d.sock, "", nil)
 	line := h.Expect(t, "DIAL ")
 	if !strings.HasPrefix(line, "DIAL error") {
 		t.Fatalf("uid %d: %q, want a refused connect", otheruser.UID, line)
@@ -259,7 +259,7 @@ func TestRegistryChurnWhileForwarding_S8(t *testing.T) {
 	var squat *exec.Cmd
 	var squatOut *bufio.Reader
 	if os.Getuid() == 0 {
-		squat, squatOut = startRTHelper(t, "squat")
+		squat, squatOut = startOtherUIDClient(t, "squat")
 		line, err := squatOut.ReadString('\n')
 		if err != nil || !strings.HasPrefix(line, "PORT ") {
 			t.Fatalf("squatter: %q %v", line, err)
@@ -362,12 +362,12 @@ func TestRegistryChurnWhileForwarding_S8(t *testing.T) {
 
 // ---- helpers -------------------------------------------------------------------------------------
 
-// startRT2Helper starts TestLocalPeersHelperProcess as otheruser.UID with $FLEET_RT2_PAYLOAD set to
+// startLocalPeersHelper starts TestLocalPeersHelperProcess as otheruser.UID with $FLEET_LOCAL_PEERS_PAYLOAD set to
 // payload; attr, if not nil, may change how the process is started.
-func startRT2Helper(t *testing.T, mode, payload string, attr func(*syscall.SysProcAttr)) *otheruser.Helper {
+func startLocalPeersHelper(t *testing.T, mode, payload string, attr func(*syscall.SysProcAttr)) *otheruser.Helper {
 	t.Helper()
-	return otheruser.Start(t, "^TestLocalPeersHelperProcess$", "FLEET_RT2_HELPER", mode, func(cmd *exec.Cmd) {
-		cmd.Env = append(cmd.Env, "FLEET_RT2_PAYLOAD="+payload)
+	return otheruser.Start(t, "^TestLocalPeersHelperProcess$", "FLEET_LOCAL_PEERS_HELPER", mode, func(cmd *exec.Cmd) {
+		cmd.Env = append(cmd.Env, "FLEET_LOCAL_PEERS_PAYLOAD="+payload)
 		if attr != nil {
 			attr(cmd.SysProcAttr)
 		}
@@ -381,7 +381,7 @@ func startRT2Helper(t *testing.T, mode, payload string, attr func(*syscall.SysPr
 //	swap BASE:            rename BASE/run away, listen on a new BASE/run/serve.sock, print READY
 //	dialunix PATH:        connect to PATH; print "DIAL ok" or "DIAL error …"
 func TestLocalPeersHelperProcess(t *testing.T) {
-	mode := os.Getenv("FLEET_RT2_HELPER")
+	mode := os.Getenv("FLEET_LOCAL_PEERS_HELPER")
 	if mode == "" {
 		return
 	}

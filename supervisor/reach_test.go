@@ -213,8 +213,8 @@ func TestReachPairingPages_R7(t *testing.T) {
 // its address held by another process (another local user may bind the LAN address first: after
 // a reboot, while fleet restarts), or not this machine's yet — is tried again at every poll, so
 // it opens once the address is free, without a SIGHUP or a change to the profile; the failure is
-// logged once however often it repeats, and an open door is left as it is. Before the fix the
-// door was reloaded only when the profile's file changed, so a failed bind was never retried.
+// logged once however often it repeats, and an open door is left as it is. A door reloaded only
+// when the profile's file changed would never retry a failed bind.
 // The poll is driven here by calling pollReach, one look of reachLoop.
 func TestReachDoorRetriedUntilItOpens_R1(t *testing.T) {
 	d := startDoor(t)

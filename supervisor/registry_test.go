@@ -222,7 +222,7 @@ func (d *heldDial) dial(ctx context.Context, addr string) error {
 	return <-d.answer
 }
 
-// probed waits for the next probe dial (or gives up after waitLimit: a guard, not a measure).
+// probed waits for the next probe dial (or gives up after doortest.WaitLimit: a guard, not a measure).
 func (d *heldDial) probed(t *testing.T) string {
 	t.Helper()
 	select {

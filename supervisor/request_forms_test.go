@@ -35,7 +35,7 @@ func newAnsweringConsole(t *testing.T, d *door, id string, h http.HandlerFunc) *
 	return c
 }
 
-// ---- S3, S7: smuggling past the judge (the rules of every door: proxy/door_hostile_test.go) ---
+// ---- S3, S7: smuggling past the judge (the rules of every door: proxy/door_framing_test.go) ---
 
 // After a 401 the door closes the connection: nothing pipelined behind it is served.
 func TestNothingRidesAfter401_S5(t *testing.T) {
@@ -229,7 +229,7 @@ func TestVerdictNotSharedAcrossConnections_S5a(t *testing.T) {
 	ask("1")
 	before := d.Alpha.Count()
 	mode := "raw " + d.Addr
-	b, err := otheruser.Command(t, "^TestHostileRequestsHelperProcess$", "FLEET_REDTEAM_HELPER", mode, rawhttp.CRLF(doortest.ServeReq("GET", "/c/alpha/stranger"))).Output()
+	b, err := otheruser.Command(t, "^TestHostileRequestsHelperProcess$", "FLEET_OTHER_UID_CLIENT", mode, rawhttp.CRLF(doortest.ServeReq("GET", "/c/alpha/stranger"))).Output()
 	if err != nil {
 		t.Fatalf("helper %s: %v (%s)", mode, err, b)
 	}
@@ -355,10 +355,11 @@ func TestHostForms_S10(t *testing.T) {
 	}
 }
 
-// Was a finding (low), fixed: the Host parser (now contract.ParseHost) dropped everything after
-// the ':' as "the port" without checking it (and took anything in brackets), so a Host such as "sup.tail1234.ts.net:1,evil.example" is admitted
-// and forwarded raw as X-Forwarded-Host, where frameworks that split a forwarded list read
-// "evil.example" as the public host (links, redirects, cache keys).
+// TestHostWithJunkPort_S10: the Host parser (contract.ParseHost) checks the port: a parser that
+// dropped everything after the ':' as "the port" (or took anything in brackets) would admit a Host
+// such as "sup.tail1234.ts.net:1,evil.example" and forward it raw as X-Forwarded-Host, where
+// frameworks that split a forwarded list read "evil.example" as the public host (links,
+// redirects, cache keys).
 func TestHostWithJunkPort_S10(t *testing.T) {
 	d := startDoor(t)
 	for _, host := range []string{doortest.TSName + ":1,evil.example", "localhost:443,evil.example:443", doortest.TSName + ":x;evil",
@@ -503,11 +504,9 @@ func TestTokenNeverInLogsOrPages_S11(t *testing.T) {
 	}
 }
 
-// ---- Findings --------------------------------------------------------------------------------
-
-// Was a finding (low), fixed: the door refuses CONNECT and TRACE because "TRACE would echo the assertion back
-// to the caller", but compares the method case-sensitively; "trace" and "connect" are forwarded
-// with the assertion to a console whose framework folds the method's case.
+// TestTraceLowerCase_S6: the door refuses CONNECT and TRACE (TRACE would echo the assertion back
+// to the caller) in any case: compared case-sensitively, "trace" and "connect" would be
+// forwarded with the assertion to a console whose framework folds the method's case.
 func TestTraceLowerCase_S6(t *testing.T) {
 	d := startDoor(t)
 	for _, m := range []string{"trace", "Trace", "connect"} {
@@ -519,16 +518,17 @@ func TestTraceLowerCase_S6(t *testing.T) {
 	}
 }
 
-// Was a finding (medium), fixed with peercred.DialOwn: the reference console's Registrar sent the fleet bearer to whatever listens
-// on the supervisor's address. While `fleet serve` is down (restart, crash), any other local user
-// can bind 127.0.0.1:7420 and collect the token; with it they are believed as any login by every
-// console and can re-route every console (S8).
+// TestRegistrarSendsTokenToSquatter_S8: the reference console's Registrar sends the fleet bearer
+// only to a listener of its own user (peercred.DialOwn). While `fleet serve` is down (restart,
+// crash), any other local user can bind 127.0.0.1:7420; a Registrar that sent the token to
+// whatever listens there would hand it over, and with it they would be believed as any login by
+// every console and could re-route every console (S8).
 func TestRegistrarSendsTokenToSquatter_S8(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Skip("needs root to run the squatter as another user")
 	}
 	const tok = "YWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWE"
-	cmd, stdout := startRTHelper(t, "squat")
+	cmd, stdout := startOtherUIDClient(t, "squat")
 	line, err := stdout.ReadString('\n')
 	if err != nil || !strings.HasPrefix(line, "PORT ") {
 		t.Fatalf("squatter: %q %v", line, err)
@@ -558,10 +558,10 @@ func TestRegistrarSendsTokenToSquatter_S8(t *testing.T) {
 
 // ---- helper process (another uid) --------------------------------------------------------------
 
-// startRTHelper starts TestHostileRequestsHelperProcess as otheruser.UID and returns it and its stdout.
-func startRTHelper(t *testing.T, mode string) (*exec.Cmd, *bufio.Reader) {
+// startOtherUIDClient starts TestHostileRequestsHelperProcess as otheruser.UID and returns it and its stdout.
+func startOtherUIDClient(t *testing.T, mode string) (*exec.Cmd, *bufio.Reader) {
 	t.Helper()
-	h := otheruser.Start(t, "^TestHostileRequestsHelperProcess$", "FLEET_REDTEAM_HELPER", mode, nil)
+	h := otheruser.Start(t, "^TestHostileRequestsHelperProcess$", "FLEET_OTHER_UID_CLIENT", mode, nil)
 	return h.Cmd, h.Out
 }
 
@@ -571,7 +571,7 @@ func startRTHelper(t *testing.T, mode string) (*exec.Cmd, *bufio.Reader) {
 //	squat:    listen on 127.0.0.1:0, print "PORT <port>", then "AUTH <Authorization>" of the
 //	          first request, answer 201
 func TestHostileRequestsHelperProcess(t *testing.T) {
-	mode := os.Getenv("FLEET_REDTEAM_HELPER")
+	mode := os.Getenv("FLEET_OTHER_UID_CLIENT")
 	if mode == "" {
 		return
 	}
@@ -619,7 +619,7 @@ func TestHostileRequestsHelperProcess(t *testing.T) {
 // helper's "squat": a dead console's port taken over), until t ends.
 func squatConsole(t *testing.T, d *door, id string) {
 	t.Helper()
-	cmd, stdout := startRTHelper(t, "squat")
+	cmd, stdout := startOtherUIDClient(t, "squat")
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	line, err := stdout.ReadString('\n')
 	if err != nil || !strings.HasPrefix(line, "PORT ") {

@@ -1,6 +1,6 @@
 package supervisor
 
-// Fault test (issue 12): `fleet token rotate`, again and again, while requests flow through the
+// Fault test: `fleet token rotate`, again and again, while requests flow through the
 // loopback door to a console that believes the assertion as package console does.
 
 import (

@@ -425,8 +425,8 @@ func TestOverflowTailscaledUIDRefused_S5a(t *testing.T) {
 // lets every Tailscale SSH login forward to unix sockets (dialling them itself, as root, so the
 // socket's 0700 folder stops nothing, and the door would believe the X-Forwarded-For the login
 // writes), nor below a folder that others can write, sticky bit or not: ListenUnix refuses both
-// at start, through a symlink too, and makes nothing. (A review found /tmp accepted: the check
-// then was ssh's StrictModes, which lets a sticky folder through.)
+// at start, through a symlink too, and makes nothing. (ssh's StrictModes is not the check: it
+// lets a sticky folder such as /tmp through.)
 func TestUnixSocketPlaceRefused_S5e(t *testing.T) {
 	tmp, err := os.MkdirTemp("/tmp", "fleet-place-")
 	if err != nil {

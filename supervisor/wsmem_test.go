@@ -15,7 +15,7 @@ import (
 )
 
 // BenchmarkIdleWebSocketMemory reports what one idle WebSocket held open through the door costs
-// the door in memory (issue 8: ≤ 32 KiB of RSS per idle proxied WebSocket). It opens
+// the door in memory (SPEC P1: at most 32 KiB per stream). It opens
 // idleWebSockets WebSockets straight to a console and then as many through a real door, in this
 // process, and reports the growth of heap and stacks (runtime.MemStats HeapInuse+StackInuse
 // after a GC) per connection through the door, less the growth per direct connection (the

@@ -134,8 +134,7 @@ func runDemoUntil(t *testing.T, listen string) (printed []string, status int, st
 // pairing secrets: the demo's door cannot open there, so it exits 1 naming the address and that
 // another user's process holds it, and prints no link, code or password (a browser sent to that
 // link would reach the other user's listener, which reads the code from the fragment and the
-// password from the form). Before the fix it waited only for the CA root — made before the bind —
-// and printed them.
+// password from the form). Waiting only for the CA root — made before the bind — would print them.
 func TestDemoPrintsNoSecretForADoorAnotherUserHolds_R8(t *testing.T) {
 	listen := rawhttp.FreeLoopbackAddr(t)
 	holdAsOtherUser(t, listen)
@@ -176,10 +175,10 @@ func TestDemoRefusesADoorItCannotOpen_R8(t *testing.T) {
 }
 
 // TestDemoListenIsLoopbackOnly_R1: `fleet demo --listen` takes a loopback address and port only
-// (its help; README: "the direct-reach door on loopback"), and R1 lets no flag open the
+// (its help; docs/commands.md: "the direct-reach door on loopback"), and R1 lets no flag open the
 // direct-reach door to the network: a private LAN or tailnet address (which reach.ParseProfile
 // would admit) or a name is bad usage, exit 2 with one line naming the flag, before anything
-// starts. Before the fix the demo opened its door there and printed the code and password for it.
+// starts: the demo never opens its door there, nor prints a code and password for it.
 func TestDemoListenIsLoopbackOnly_R1(t *testing.T) {
 	for _, listen := range []string{"10.255.255.1:7443", "100.100.100.100:7443", "192.168.1.20:7443", "localhost:7443", "127.0.0.1", ""} {
 		t.Run(listen, func(t *testing.T) {
@@ -195,9 +194,9 @@ func TestDemoListenIsLoopbackOnly_R1(t *testing.T) {
 }
 
 // TestDemoEndsOnHangup_R8: closing the terminal that runs `fleet demo` (SIGHUP) ends it and
-// removes what it made, as Ctrl-C does. Before the fix it inherited fleet serve's SIGHUP handler
-// (reload the machine profile, SPEC R1) and outlived its terminal, its door, pairing code and
-// state folder (fleet token, CA key, password hash) left behind.
+// removes what it made, as Ctrl-C does. With fleet serve's SIGHUP handler (reload the machine
+// profile, SPEC R1) it would outlive its terminal, its door, pairing code and state folder
+// (fleet token, CA key, password hash) left behind.
 func TestDemoEndsOnHangup_R8(t *testing.T) {
 	listen := rawhttp.FreeLoopbackAddr(t).String()
 	cmd := exec.Command(os.Args[0], "demo", "--listen", listen)

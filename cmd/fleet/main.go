@@ -93,7 +93,7 @@ func usage(w io.Writer) {
 }
 
 // A flagSet is a subcommand's flags. Its help (--help, -h) goes to stdout and spells every flag
-// with two dashes, as the README does; a bad flag is one line on stderr and exit status 2.
+// with two dashes, as docs/commands.md does; a bad flag is one line on stderr and exit status 2.
 type flagSet struct {
 	*flag.FlagSet
 	cmd     string // "serve", "token rotate"

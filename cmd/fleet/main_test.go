@@ -36,7 +36,7 @@ func TestHelpCommand(t *testing.T) {
 	}
 }
 
-// TestHelpSpellsDoubleDash: every subcommand's help lists its flags as --name, the README's
+// TestHelpSpellsDoubleDash: every subcommand's help lists its flags as --name, docs/commands.md's
 // spelling, never -name; a bad flag is one stderr line that spells it --name.
 func TestHelpSpellsDoubleDash(t *testing.T) {
 	for name := range commands {

@@ -408,8 +408,8 @@ func TestReachPairRefused_R1_R8(t *testing.T) {
 // running supervisor says that its door is open at the profile's address, so that it never hands
 // out a code that cannot pair (nor a link to someone else's server): with no fleet serve running,
 // with the door's address held by another process, and with an address that is not this
-// machine's, it exits 1 with one line that says what to do, and issues no code. Before the fix
-// it checked only the profile and the password, and issued a code in every one of these cases.
+// machine's, it exits 1 with one line that says what to do, and issues no code. Checking only the
+// profile and the password would issue a code in every one of these cases.
 func TestReachPairRefusedUnlessTheDoorIsOpen_R8(t *testing.T) {
 	t.Run("no fleet serve", func(t *testing.T) {
 		home := reachHome(t, directProfileAt(rawhttp.FreeLoopbackAddr(t).String()))
@@ -484,8 +484,7 @@ func TestReachPairJudgesTheSupervisorsAnswer_R8(t *testing.T) {
 // restarted, or before DHCP gave the address), fleet reach pair issues no code and prints no
 // link: the phone that followed https://<listen>/pair#<code> would meet a certificate warning the
 // pairing flow tells it to expect, and the other user's server would read the live code from the
-// fragment and the long-lived pairing password from the form. Before the fix the code was issued
-// and the link printed.
+// fragment and the long-lived pairing password from the form.
 func TestReachPairRefusedWhileAnotherUserHoldsTheDoor_R8(t *testing.T) {
 	listen := rawhttp.FreeLoopbackAddr(t)
 	holdAsOtherUser(t, listen)

@@ -38,10 +38,10 @@ func slowListener(t *testing.T, network, addr string, wait time.Duration) net.Li
 	return ln
 }
 
-// Issue 7: a console slow to accept (400 ms) is this user's console, not a console that is down:
+// TestDialOwnSlowAcceptIsNotDown: a console slow to accept (400 ms) is this user's console, not a console that is down:
 // DialOwn judges the listening socket, which exists before accept, and waits for the accept.
 // Under netlink and under the /proc fallback alike.
-func TestDialOwnSlowAcceptIsNotDown_Issue7(t *testing.T) {
+func TestDialOwnSlowAcceptIsNotDown(t *testing.T) {
 	for _, viaProc := range []bool{false, true} {
 		t.Run(fmt.Sprintf("proc=%v", viaProc), func(t *testing.T) {
 			if viaProc {
@@ -67,9 +67,10 @@ func TestDialOwnSlowAcceptIsNotDown_Issue7(t *testing.T) {
 	}
 }
 
-// A server that does not accept before the dial's deadline is judged by its listener alone: a
-// slow accept never turns into an error (the hop would call that console down).
-func TestDialOwnNeverAcceptedJudgedByListener_Issue7(t *testing.T) {
+// TestDialOwnNeverAcceptedJudgedByListener: a server that does not accept before the dial's
+// deadline is judged by its listener alone: a slow accept never turns into an error (the hop
+// would call that console down).
+func TestDialOwnNeverAcceptedJudgedByListener(t *testing.T) {
 	ln := slowListener(t, "tcp4", "127.0.0.1:0", -1)
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
@@ -126,7 +127,7 @@ func TestDialOwnListenerGoneIsAnError(t *testing.T) {
 // Another user's listener is refused at once (ErrOtherUser), whether or not it accepts, bound to
 // the address or to a wildcard, under netlink and under the /proc fallback; nothing is sent.
 func TestDialOwnOtherUsersListenerIsOtherUser(t *testing.T) {
-	rt2NeedRoot(t)
+	needRoot(t)
 	listens := []string{"127.0.0.1:0", "0.0.0.0:0", "[::]:0", "[::1]:0", "127.0.0.1:0"} // the last accepts
 	dials := []string{"127.0.0.1", "127.0.0.1", "127.0.0.1", "::1", "127.0.0.1"}
 	h := otheruser.Start(t, "^TestDialOwnHelperProcess$", "FLEET_DIALOWN_HELPER", strings.Join(listens, " "), nil)

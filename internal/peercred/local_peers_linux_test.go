@@ -23,30 +23,28 @@ import (
 	"github.com/phase-console/fleet/internal/otheruser"
 )
 
-func rt2NeedRoot(t *testing.T) {
+func needRoot(t *testing.T) {
 	t.Helper()
 	if os.Getuid() != 0 {
 		t.Skip("needs root to run a helper as another uid")
 	}
 }
 
-// ---- Findings ----------------------------------------------------------------------------------
-
-// Was a finding (medium), fixed: PeerUID names whoever owns the 4-tuple *now*. A peer that resets
+// TestPeerUIDAfterResetNamesNextOwner: PeerUID names whoever owns the 4-tuple *now*. A peer that resets
 // its connection (SO_LINGER 0) leaves the server a socket whose received bytes are still readable,
 // but that is no longer hashed, so a new connection from the same ip:port — by any uid — is what
 // the kernel finds under those addresses. ConnPeerUID and CheckOwn therefore confirm, after the
 // lookup, that the connection's own socket still holds the tuple (TCP_INFO state), and callers
 // judge at Accept.
 func TestPeerUIDAfterResetNamesNextOwner(t *testing.T) {
-	rt2NeedRoot(t)
+	needRoot(t)
 	ln, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()
 	port := otheruser.FreePort(t)
-	h := rt2Start(t, fmt.Sprintf("rst %d %s", port, ln.Addr()), nil)
+	h := startOtherUser(t, fmt.Sprintf("rst %d %s", port, ln.Addr()), nil)
 	h.Expect(t, "SENT")
 	old, err := ln.Accept()
 	if err != nil {
@@ -78,10 +76,9 @@ func TestPeerUIDAfterResetNamesNextOwner(t *testing.T) {
 	}
 }
 
-// Was a finding (low, availability), fixed: a connection that the server has not accept()ed yet
-// has no inode, so DialOwn failed with "peer socket not found" and a console slow to accept was
-// marked down. DialOwn now judges the listening socket until the accept (see
-// TestDialOwnSlowAcceptIsNotDown_Issue7).
+// TestDialOwnBeforeAccept: a connection that the server has not accept()ed yet has no inode, so
+// DialOwn judges the listening socket until the accept (see TestDialOwnSlowAcceptIsNotDown): a
+// console slow to accept is not "peer socket not found", nor marked down.
 func TestDialOwnBeforeAccept(t *testing.T) {
 	ln, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
@@ -110,7 +107,7 @@ func TestDialOwnBeforeAccept(t *testing.T) {
 // a reuseport group to one uid). [::1]:P is a different socket address and is free to take: a
 // client must dial the literal it means (see the next test).
 func TestOtherUserCannotShareThePort(t *testing.T) {
-	rt2NeedRoot(t)
+	needRoot(t)
 	for _, reuseport := range []bool{false, true} {
 		t.Run(fmt.Sprintf("our SO_REUSEPORT=%v", reuseport), func(t *testing.T) {
 			lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
@@ -127,7 +124,7 @@ func TestOtherUserCannotShareThePort(t *testing.T) {
 			}
 			defer ln.Close()
 			p := ln.Addr().(*net.TCPAddr).Port
-			h := rt2Start(t, "bind "+strconv.Itoa(p), nil)
+			h := startOtherUser(t, "bind "+strconv.Itoa(p), nil)
 			got := map[string]string{}
 			for i := 0; i < 5; i++ {
 				f := strings.Fields(h.Expect(t, "BIND "))
@@ -146,9 +143,9 @@ func TestOtherUserCannotShareThePort(t *testing.T) {
 // DialOwn refuses every server of another uid however the address is spelled: ::1 held by
 // another user beside our 127.0.0.1, a v4-mapped literal, 127.0.0.2.
 func TestDialOwnSpellings(t *testing.T) {
-	rt2NeedRoot(t)
+	needRoot(t)
 	for _, addr := range []string{"[::1]:0", "127.0.0.1:0", "127.0.0.2:0"} {
-		h := rt2Start(t, "listen "+addr, nil)
+		h := startOtherUser(t, "listen "+addr, nil)
 		port := strings.TrimSpace(strings.TrimPrefix(h.Expect(t, "PORT "), "PORT "))
 		host, _, _ := net.SplitHostPort(addr)
 		dials := []string{net.JoinHostPort(host, port)}
@@ -173,7 +170,7 @@ func TestDialOwnSpellings(t *testing.T) {
 // other uid, and DialOwn refuses it. DialOwn's promise is "the process that accepted the
 // connection runs as this user".
 func TestAcceptedSocketOwnerIsAcceptor(t *testing.T) {
-	rt2NeedRoot(t)
+	needRoot(t)
 	ln, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -184,9 +181,9 @@ func TestAcceptedSocketOwnerIsAcceptor(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	h := rt2Start(t, "servefd", func(cmd *exec.Cmd) { cmd.ExtraFiles = []*os.File{f} })
+	h := startOtherUser(t, "servefd", func(cmd *exec.Cmd) { cmd.ExtraFiles = []*os.File{f} })
 	h.Expect(t, "READY")
-	addr := fmt.Sprintf("127.0.0.1:%d", rt2FilePort(t, f))
+	addr := fmt.Sprintf("127.0.0.1:%d", filePort(t, f))
 	c, err := DialOwn(context.Background(), "tcp", addr)
 	if err == nil {
 		c.Close()
@@ -201,13 +198,13 @@ func TestAcceptedSocketOwnerIsAcceptor(t *testing.T) {
 // orphan (inode 0) that PeerUID never reads as anyone — in particular never as the uid 0 the kernel
 // prints for TIME_WAIT entries.
 func TestPeerUIDHalfClosedAndOrphaned(t *testing.T) {
-	rt2NeedRoot(t)
+	needRoot(t)
 	ln, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	h := rt2Start(t, "fin "+ln.Addr().String(), nil)
+	h := startOtherUser(t, "fin "+ln.Addr().String(), nil)
 	h.Expect(t, "CONNECTED")
 	c, err := ln.Accept()
 	if err != nil {
@@ -229,8 +226,8 @@ func TestPeerUIDHalfClosedAndOrphaned(t *testing.T) {
 
 // ---- helpers ------------------------------------------------------------------------------------
 
-// rt2FilePort is the port of a listening socket held as a file.
-func rt2FilePort(t *testing.T, f *os.File) int {
+// filePort is the port of a listening socket held as a file.
+func filePort(t *testing.T, f *os.File) int {
 	t.Helper()
 	sa, err := syscall.Getsockname(int(f.Fd()))
 	if err != nil {
@@ -239,11 +236,11 @@ func rt2FilePort(t *testing.T, f *os.File) int {
 	return sa.(*syscall.SockaddrInet4).Port
 }
 
-// rt2Start starts TestPeerCredOtherUserHelperProcess as otheruser.UID; more, if not nil, may change
+// startOtherUser starts TestPeerCredOtherUserHelperProcess as otheruser.UID; more, if not nil, may change
 // the command first.
-func rt2Start(t *testing.T, mode string, more func(*exec.Cmd)) *otheruser.Helper {
+func startOtherUser(t *testing.T, mode string, more func(*exec.Cmd)) *otheruser.Helper {
 	t.Helper()
-	return otheruser.Start(t, "^TestPeerCredOtherUserHelperProcess$", "FLEET_PEERCRED_RT2", mode, more)
+	return otheruser.Start(t, "^TestPeerCredOtherUserHelperProcess$", "FLEET_PEERCRED_HELPER", mode, more)
 }
 
 // TestPeerCredOtherUserHelperProcess is the other-uid side of the tests above.
@@ -257,7 +254,7 @@ func rt2Start(t *testing.T, mode string, more func(*exec.Cmd)) *otheruser.Helper
 //	listen ADDR:   listen on ADDR, print PORT <port>, accept and hold until stdin ends
 //	servefd:       accept on the listener passed as fd 3, print READY, hold until stdin ends
 func TestPeerCredOtherUserHelperProcess(t *testing.T) {
-	mode := os.Getenv("FLEET_PEERCRED_RT2")
+	mode := os.Getenv("FLEET_PEERCRED_HELPER")
 	if mode == "" {
 		return
 	}
