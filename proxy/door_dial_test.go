@@ -47,12 +47,14 @@ func TestDoorHelperProcess(t *testing.T) {
 	}
 	fmt.Printf("PORT %d\n", ln.Addr().(*net.TCPAddr).Port)
 	os.Stdout.Sync()
-	var held []net.Conn
 	for {
 		c, err := ln.Accept()
 		if err != nil {
 			os.Exit(0)
 		}
-		held = append(held, c)
+		squatted = append(squatted, c)
 	}
 }
+
+// squatted keeps the squatter's accepted connections reachable: a collected net.Conn is closed.
+var squatted []net.Conn

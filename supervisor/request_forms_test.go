@@ -20,20 +20,9 @@ import (
 
 	"github.com/phase-console/fleet/console/refconsole"
 	"github.com/phase-console/fleet/internal/doortest"
-	"github.com/phase-console/fleet/internal/echoconsole"
 	"github.com/phase-console/fleet/internal/otheruser"
 	"github.com/phase-console/fleet/internal/rawhttp"
 )
-
-// newAnsweringConsole is a console whose handler the test chooses; it records what reached it.
-func newAnsweringConsole(t *testing.T, d *door, id string, h http.HandlerFunc) *echoconsole.Console {
-	t.Helper()
-	c := echoconsole.New(t, echoconsole.Answer(h))
-	if _, err := d.srv.registry.Put(Console{ID: id, Addr: c.Addr(), Name: id}); err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
 
 // ---- S3, S7: smuggling past the judge (the rules of every door: proxy/door_framing_test.go) ---
 
