@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/phase-console/fleet/internal/yamlnode"
 )
 
 // Mode is the profile's access.mode: what a verified caller may open when nothing names its
@@ -87,7 +89,7 @@ func ParseProfile(b []byte) (Settings, error) {
 		return Refused, &SectionError{Rule: "the profile is not one YAML document"}
 	}
 	root := raw.Content[0]
-	if isNull(root) {
+	if yamlnode.IsNull(root) {
 		return Defaults, nil
 	}
 	if root.Kind != yaml.MappingNode {
@@ -95,7 +97,7 @@ func ParseProfile(b []byte) (Settings, error) {
 	}
 	first := 0
 	for i := 0; i+1 < len(root.Content); i += 2 {
-		if k := resolve(root.Content[i]); k.Kind == yaml.ScalarNode && k.Value == "access" {
+		if k := yamlnode.Resolve(root.Content[i]); k.Kind == yaml.ScalarNode && k.Value == "access" {
 			if first != 0 {
 				return Refused, &SectionError{Key: "access", Line: root.Content[i].Line, Rule: fmt.Sprintf("defined twice (first at line %d)", first)}
 			}
@@ -108,7 +110,7 @@ func ParseProfile(b []byte) (Settings, error) {
 	top := *root
 	top.Content = nil
 	for i := 0; i+1 < len(root.Content); i += 2 {
-		if k := resolve(root.Content[i]); k.Kind == yaml.ScalarNode {
+		if k := yamlnode.Resolve(root.Content[i]); k.Kind == yaml.ScalarNode {
 			top.Content = append(top.Content, root.Content[i], root.Content[i+1])
 		}
 	}
@@ -118,8 +120,8 @@ func ParseProfile(b []byte) (Settings, error) {
 	if err := top.Decode(&doc); err != nil {
 		return Refused, &SectionError{Rule: "the profile is not valid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}
 	}
-	section := resolve(&doc.Access)
-	if section == nil || isNull(section) {
+	section := yamlnode.Resolve(&doc.Access)
+	if section == nil || yamlnode.IsNull(section) {
 		return Defaults, nil
 	}
 	return parseSection(section)
@@ -132,7 +134,7 @@ func parseSection(n *yaml.Node) (Settings, error) {
 	s := Defaults
 	seen := map[string]int{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
-		kn, vn := n.Content[i], resolve(n.Content[i+1])
+		kn, vn := n.Content[i], yamlnode.Resolve(n.Content[i+1])
 		if kn.Kind != yaml.ScalarNode {
 			return Refused, &SectionError{Key: "access", Line: kn.Line, Rule: "keys must be plain words, not aliases or collections"}
 		}
@@ -170,7 +172,7 @@ func parseSection(n *yaml.Node) (Settings, error) {
 }
 
 func parsePeers(key string, line int, vn *yaml.Node) ([]string, error) {
-	if isNull(vn) {
+	if yamlnode.IsNull(vn) {
 		return nil, nil
 	}
 	if vn.Kind != yaml.SequenceNode {
@@ -178,7 +180,7 @@ func parsePeers(key string, line int, vn *yaml.Node) ([]string, error) {
 	}
 	peers := make([]string, 0, len(vn.Content))
 	for _, e := range vn.Content {
-		e = resolve(e)
+		e = yamlnode.Resolve(e)
 		if e.Kind != yaml.ScalarNode || e.Tag == "!!null" || !hostLabel(e.Value) {
 			return nil, &SectionError{Key: key, Line: e.Line,
 				Rule: fmt.Sprintf("%q is not a peer's MagicDNS name without the suffix (one label: letters, digits, -)", e.Value)}
@@ -201,16 +203,4 @@ func hostLabel(s string) bool {
 		}
 	}
 	return true
-}
-
-func isNull(n *yaml.Node) bool {
-	return n.Kind == 0 || n.Kind == yaml.ScalarNode && n.Tag == "!!null"
-}
-
-// resolve follows an alias to the node it names.
-func resolve(n *yaml.Node) *yaml.Node {
-	if n != nil && n.Kind == yaml.AliasNode && n.Alias != nil {
-		return n.Alias
-	}
-	return n
 }

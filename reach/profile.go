@@ -16,6 +16,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/phase-console/fleet/internal/yamlnode"
+
 	"github.com/phase-console/fleet/internal/state"
 )
 
@@ -214,7 +216,7 @@ func ParseProfile(b []byte) (Profile, error) {
 	}
 	root := raw.Content[0]
 	switch {
-	case isNull(root):
+	case yamlnode.IsNull(root):
 		return closed, nil // "---" alone
 	case root.Kind != yaml.MappingNode:
 		return closed, &ProfileError{Line: root.Line, Rule: "the document is not a mapping of sections"}
@@ -228,7 +230,7 @@ func ParseProfile(b []byte) (Profile, error) {
 	top := *root
 	top.Content = nil
 	for i := 0; i+1 < len(root.Content); i += 2 {
-		if k := resolve(root.Content[i]); k.Kind == yaml.ScalarNode {
+		if k := yamlnode.Resolve(root.Content[i]); k.Kind == yaml.ScalarNode {
 			top.Content = append(top.Content, root.Content[i], root.Content[i+1])
 		}
 	}
@@ -253,24 +255,12 @@ func yamlMessage(err error) string {
 	return strings.ReplaceAll(s, "\n ", ";")
 }
 
-func isNull(n *yaml.Node) bool {
-	return n.Kind == 0 || n.Kind == yaml.ScalarNode && n.Tag == "!!null"
-}
-
-// resolve follows an alias to the node it names.
-func resolve(n *yaml.Node) *yaml.Node {
-	if n != nil && n.Kind == yaml.AliasNode && n.Alias != nil {
-		return n.Alias
-	}
-	return n
-}
-
 // noDuplicateReach names the lines of a second reach: key, which yaml/v3 would report without
 // naming the key as ours.
 func noDuplicateReach(root *yaml.Node) error {
 	first := 0
 	for i := 0; i+1 < len(root.Content); i += 2 {
-		k := resolve(root.Content[i])
+		k := yamlnode.Resolve(root.Content[i])
 		if k.Kind != yaml.ScalarNode || k.Value != "reach" {
 			continue
 		}
@@ -294,15 +284,15 @@ var reachKeys = []string{"mode", "listen", "acknowledged"}
 // reachFields checks the shape of the reach: section and returns its values by key.
 func reachFields(section *yaml.Node) (map[string]field, error) {
 	fields := make(map[string]field, len(reachKeys))
-	n := resolve(section)
-	if isNull(n) {
+	n := yamlnode.Resolve(section)
+	if yamlnode.IsNull(n) {
 		return fields, nil // no reach: section, or "reach:" with nothing under it
 	}
 	if n.Kind != yaml.MappingNode {
 		return nil, &ProfileError{Key: "reach", Line: n.Line, Rule: "must be a mapping of mode, listen and acknowledged"}
 	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
-		kn, vn := n.Content[i], resolve(n.Content[i+1])
+		kn, vn := n.Content[i], yamlnode.Resolve(n.Content[i+1])
 		if kn.Kind != yaml.ScalarNode {
 			return nil, &ProfileError{Key: "reach", Line: kn.Line, Rule: "keys must be plain words, not aliases or collections"}
 		}
