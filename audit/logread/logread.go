@@ -149,10 +149,11 @@ type Reader struct {
 func (r *Reader) Read() error { return r.run(context.Background(), nil) }
 
 // Follow reads as Read does, then keeps reading what is written, as `tail -F` does, until ctx is
-// done (then it returns nil). wait returns when it is time to look again, or ctx's error. A
+// done (then it returns nil). wait returns nil when it is time to look again. A
 // rotation (the current file renamed away, a new one created) is followed: the old file is read
 // to its end, then the new one from its start, so no line is lost or repeated. A log that does
-// not exist yet is waited for.
+// not exist yet is waited for. An error from wait (ctx's, or the caller's own) ends the follow
+// too, and Follow returns nil.
 func (r *Reader) Follow(ctx context.Context, wait func(context.Context) error) error {
 	if wait == nil {
 		return errors.New("logread: Follow without a wait")
