@@ -11,7 +11,8 @@ import (
 
 // indexStyle is the index's one inline style sheet, allowed by its hash (proxy.SetPageHeaders).
 const indexStyle = `body{font:16px system-ui,sans-serif;margin:2rem auto;max-width:40rem;padding:0 1rem}
-li{margin:.5rem 0}.down{color:#a00}.up{color:#070}small,.unknown{color:#666}`
+li{margin:.5rem 0}.down{color:#a00}.up{color:#070}small,.unknown{color:#666}
+table{border-collapse:collapse;font-size:14px}td,th{padding:.2rem .6rem .2rem 0;text-align:left}td.path{word-break:break-all}`
 
 var indexPage = template.Must(template.New("index").Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
@@ -21,11 +22,16 @@ var indexPage = template.Must(template.New("index").Parse(`<!doctype html>
 {{if .Consoles}}<ul>{{range .Consoles}}<li><a href="{{.URL}}">{{if .Name}}{{.Name}}{{else}}{{.ID}}{{end}}</a>
 <small>{{.ID}}</small> <span class="{{.Health}}">{{.Health}}</span></li>
 {{end}}</ul>{{else}}<p>No console here that you may open.</p>{{end}}
+{{with .Recent}}<h2>Your recent activity</h2>
+<table><tr><th>time (UTC)</th><th>console</th><th>method</th><th>path</th><th>status</th></tr>
+{{range .}}<tr><td><time datetime="{{.Time.UTC.Format "2006-01-02T15:04:05.000Z"}}">{{.Time.UTC.Format "Jan 2 15:04:05"}}</time></td><td>{{.Console}}</td><td>{{.Method}}</td><td class="path">{{.Path}}</td><td>{{.Status}}</td></tr>
+{{end}}</table>{{end}}
 </body></html>
 `))
 
 // serveIndex is "/" for a verified caller: the consoles it may open (SPEC G1), their health and
-// links. A console it may not open is not shown, in either form.
+// links. A console it may not open is not shown, in either form. The HTML form also shows the
+// caller's own recent requests (RecentActivity), never another login's.
 func (s *Server) serveIndex(w http.ResponseWriter, r *http.Request) {
 	who, grant, ref := s.tailnet.VerifyViewer(r)
 	if ref != nil {
@@ -49,5 +55,5 @@ func (s *Server) serveIndex(w http.ResponseWriter, r *http.Request) {
 	h.Set("Cache-Control", "no-store")
 	// The page shows the operator's login: no other site may frame it (S12's ambient identity).
 	proxy.SetPageHeaders(h, indexStyle)
-	indexPage.Execute(w, map[string]any{"Login": who.Login, "Consoles": consoles})
+	indexPage.Execute(w, map[string]any{"Login": who.Login, "Consoles": consoles, "Recent": s.recent.Of(who.Login)})
 }

@@ -18,6 +18,7 @@ import (
 	"tailscale.com/paths"
 
 	"github.com/phase-console/fleet/access"
+	"github.com/phase-console/fleet/audit"
 	"github.com/phase-console/fleet/internal/peercred"
 	"github.com/phase-console/fleet/internal/state"
 	"github.com/phase-console/fleet/pairing"
@@ -85,6 +86,7 @@ type Server struct {
 	conns     *fastloop.ConnServer // serves httpSrv's connections: the fast loop, then net/http
 	reach     reachState           // the direct-reach door (reach.go)
 	access    accessState          // the profile's access: section (access.go)
+	recent    *RecentActivity      // the index's recent activity (recent.go)
 	bgOnce    sync.Once            // starts the token watch, the probes and the reach door, once
 	closeOnce sync.Once
 }
@@ -132,6 +134,7 @@ func New(cfg Config) (*Server, error) {
 		token:    state.NewTokenFollower(filepath.Join(fleetDir, state.TokenFile), cfg.Now),
 		registry: reg,
 		stop:     make(chan struct{}),
+		recent:   NewRecentActivity(),
 	}
 	if _, err := s.token.Current(); err != nil {
 		return nil, err
@@ -160,6 +163,12 @@ func New(cfg Config) (*Server, error) {
 	s.httpSrv = s.newHTTPServer(s)
 	s.conns = s.newConnServer(s.httpSrv, nil)
 	return s, nil
+}
+
+// recorders are what keeps each request a door answered (package audit): every consumer of the
+// doors' entries is listed here.
+func (s *Server) recorders() audit.Recorders {
+	return audit.Recorders{s.recent}
 }
 
 // newHTTPServer is an http.Server with the door's timeouts and limits (S9) and the per-connection
