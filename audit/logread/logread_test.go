@@ -349,3 +349,30 @@ func TestLineErrorStops(t *testing.T) {
 		t.Fatalf("Read: %v after %d lines", err, n)
 	}
 }
+
+// TestOpenedSuccessor_G3: a rotation between the listing and the opening of the current file is
+// seen: opened before it, the file is the rotated one (read on, then the rest); opened after, it
+// is the successor (the rotated one is read first).
+func TestOpenedSuccessor_G3(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, FileName)
+	write(t, path, lines(1, 1))
+	list, err := files(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := open(list[len(list)-1], list)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer before.f.Close()
+	rotate(t, path, t0)
+	after, err := open(list[len(list)-1], list) // list is the listing from before the rotation
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer after.f.Close()
+	if openedSuccessor(path, before) || !openedSuccessor(path, after) {
+		t.Fatalf("opened before the rotation: %v, after: %v", openedSuccessor(path, before), openedSuccessor(path, after))
+	}
+}
