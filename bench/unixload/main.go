@@ -9,7 +9,11 @@
 // connection per request with "Connection: close") for -d, and times each request from its first
 // byte written to its answer's last byte read. It prints its figures in wrk's words (requests,
 // latency percentiles, Requests/sec, non-2xx answers, socket errors), so that bench/run reads both
-// generators with the same lines. Like wrk, it counts only answers that end before the time is up.
+// generators with the same lines. Like wrk, it counts only answers that end before the time is up;
+// unlike wrk, it waits (up to endGrace) for the answers still on their way then, instead of
+// closing their connections under them: a door cannot look up who opened a connection whose
+// opener is gone (SPEC S5a), and refuses it, which would put refusals in the door's log that no
+// caller would cause.
 //
 // It is a measuring tool, not part of fleet: nothing here is imported by the product.
 package main
@@ -29,6 +33,9 @@ import (
 	"sync"
 	"time"
 )
+
+// endGrace is how long a connection waits, once the time is up, for the answer it asked for.
+const endGrace = 2 * time.Second
 
 // config is one run.
 type config struct {
@@ -194,7 +201,7 @@ func (w *worker) loop() {
 				time.Sleep(time.Millisecond) // a refused dial would spin otherwise
 				continue
 			}
-			c.SetDeadline(w.end)
+			c.SetDeadline(w.end.Add(endGrace))
 			w.conn = c
 			if w.br == nil {
 				w.br = bufio.NewReaderSize(c, 64<<10)
@@ -219,6 +226,9 @@ func (w *worker) loop() {
 			w.drop()
 			w.giveBack()
 			continue
+		}
+		if !time.Now().Before(w.end) {
+			return // answered after the time was up: not counted
 		}
 		w.lat = append(w.lat, time.Since(t0))
 		w.bytesRead += n
