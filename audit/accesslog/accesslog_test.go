@@ -149,8 +149,11 @@ func logFiles(t *testing.T, dir string) []string {
 // failingDisk is a full disk: every write fails.
 type failingDisk struct{ writes int }
 
-func (d *failingDisk) Write(p []byte) (int, error) { d.writes++; return 0, errors.New("no space left on device") }
-func (d *failingDisk) Close() error                { return nil }
+func (d *failingDisk) Write(p []byte) (int, error) {
+	d.writes++
+	return 0, errors.New("no space left on device")
+}
+func (d *failingDisk) Close() error { return nil }
 
 func TestFailedWritesAreDroppedAndCounted_G3(t *testing.T) {
 	disk := &failingDisk{}
