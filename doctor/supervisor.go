@@ -106,6 +106,7 @@ func (r *run) probe(ctx context.Context, name, base string, c *http.Client, star
 			Consoles []struct {
 				Up bool `json:"up"`
 			} `json:"consoles"`
+			AccessLogDropped uint64 `json:"access_log_dropped"` // G3: lines lost since start
 		}
 		if err := json.Unmarshal(body, &list); err != nil {
 			r.add(Fail, name, fmt.Sprintf("%s answers, but not like fleet's API", where), "check what listens there")
@@ -118,6 +119,11 @@ func (r *run) probe(ctx context.Context, name, base string, c *http.Client, star
 			}
 		}
 		r.add(OK, name, fmt.Sprintf("answering at %s: %d console(s), %d up", where, len(list.Consoles), up), "")
+		if list.AccessLogDropped > 0 && name == "supervisor" {
+			r.add(Warn, "access log", fmt.Sprintf("%d line(s) of %s were lost since fleet serve started: its disk was full or too slow, or the file could not be written (SPEC G3)",
+				list.AccessLogDropped, r.fleetFile("access.log")),
+				"free space on that disk and check the file (0600, yours); requests were served all along")
+		}
 	case reason == "":
 		r.add(Fail, name, fmt.Sprintf("%s answers %d, but it is not fleet", where, resp.StatusCode), "stop what listens there, then start fleet serve")
 	case r.token == "":

@@ -6,7 +6,9 @@ import (
 	"net/http"
 	"net/netip"
 	"sync/atomic"
+	"time"
 
+	"github.com/phase-console/fleet/audit"
 	"github.com/phase-console/fleet/contract"
 )
 
@@ -44,6 +46,15 @@ type Door struct {
 	// Site, if not nil, is the door's own judgement of the site a request comes from, asked in
 	// S12's place (the reach door's Fetch Metadata rule, SPEC R6b): a Refusal refuses r.
 	Site func(r *http.Request) *Refusal
+
+	// Audit, if not nil, is told of every request the door forwards to a console and every
+	// refusal it writes, once each answer is complete (SPEC G3, G4; record.go). Nil: nothing is
+	// recorded, at no cost.
+	Audit audit.Recorder
+	// Name is the door's name in what it records: audit.DoorLoopback or audit.DoorReach.
+	Name string
+	// Now is the clock of what it records (arrival, duration); nil: time.Now. Tests pass a fake.
+	Now func() time.Time
 }
 
 // A HostAdmitter is a door's own Host admission: nil admits r, a Refusal (421 host) refuses it.
@@ -65,7 +76,9 @@ type Caller struct {
 }
 
 // A CallerVerifier is a door's own verification of its caller. It returns the verified Caller, or
-// a Refusal (which the Door writes as it is). consoleID is the judged <id> of the request, for a
+// a Refusal (which the Door writes as it is). A Refusal made after the caller was identified (G1's
+// not-granted) comes with that Caller, so that the door records whom it refused (SPEC G3); a
+// Refusal is never forwarded, whatever Caller comes with it. consoleID is the judged <id> of the request, for a
 // refusal that wants to name the console. Any error must be a Refusal: the Door forwards only a
 // Caller with a login and a valid address.
 type CallerVerifier interface {
@@ -107,9 +120,18 @@ type TokenSource interface {
 //
 // and only then is r forwarded by the Hop, to the path judged, as the verified caller.
 func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	d.Recorded(w, r, d.serve)
+}
+
+// serve is ServeHTTP, with w recording the answer when the door records (Recorded).
+func (d *Door) serve(w http.ResponseWriter, r *http.Request) {
 	v, ok := d.takeJudged(r) // judged already by a connection loop in front (Judged.Context)
 	if !ok {
 		v = d.judge(r)
+	}
+	a := recordingOf(w)
+	if a != nil {
+		a.judged(&v)
 	}
 	switch {
 	case v.refusal != nil:
@@ -123,6 +145,9 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer AnswerItself(w, r)()
 		d.Pages.ServeHTTP(w, r)
 	default:
+		if a != nil {
+			a.forwarded = true
+		}
 		d.Hop.Forward(w, r, &v.target)
 	}
 }
@@ -134,6 +159,10 @@ type verdict struct {
 	redirect string
 	page     bool
 	target   Target
+	// What is recorded of the request (record.go): the console and path judged, and the caller
+	// once identified, whatever the verdict.
+	route  Route
+	caller Caller
 }
 
 // Judge is ServeHTTP's judgement of r — the same code, in the same order — writing nothing and
@@ -269,35 +298,46 @@ func (d *Door) judge(r *http.Request) verdict {
 // judgeConsole is /c/<id>/… with its path judged (S7): refuse the methods the hop cannot carry,
 // verify the caller, find the console and the token.
 func (d *Door) judgeConsole(r *http.Request, route Route) verdict {
+	v := verdict{route: route}
 	if contract.EqualFoldASCII(r.Method, http.MethodConnect) || contract.EqualFoldASCII(r.Method, http.MethodTrace) {
 		// CONNECT would tunnel past the hop; TRACE would echo the assertion back to the caller.
-		return verdict{refusal: Refuse(http.StatusMethodNotAllowed, "method", "CONNECT and TRACE are not served")}
+		v.refusal = Refuse(http.StatusMethodNotAllowed, "method", "CONNECT and TRACE are not served")
+		return v
 	}
 	who, ref := d.Callers.VerifyCaller(r, route.ID)
 	if ref != nil {
-		return verdict{refusal: ref}
+		if who.Login != "" && who.IP.IsValid() && plainValue(who.Login) {
+			v.caller = who // identified, then refused (G1's not-granted): recorded as such
+		}
+		v.refusal = ref
+		return v
 	}
 	if who.Login == "" || !who.IP.IsValid() {
 		// Fail closed: a verifier that names nobody has verified nobody.
-		return verdict{refusal: Refuse(http.StatusInternalServerError, "internal", "the door verified no caller")}
+		v.refusal = Refuse(http.StatusInternalServerError, "internal", "the door verified no caller")
+		return v
 	}
 	if !plainValue(who.Login) {
 		// S5, S6: the login asserted is the login verified, byte for byte. One that a header
 		// cannot carry as it is (a control byte, a tab, a space at either end) would be refused
 		// by net/http's Transport and cleaned up by the fast loop's writer: neither asserts it.
 		// The login itself is not logged: it may hold control bytes.
-		return verdict{refusal: Refuse(http.StatusUnauthorized, "unverified",
-			"the verified login cannot be asserted as it is: it is not a plain header value")}
+		v.refusal = Refuse(http.StatusUnauthorized, "unverified",
+			"the verified login cannot be asserted as it is: it is not a plain header value")
+		return v
 	}
+	v.caller = who
 	addr, ok := d.Consoles.Lookup(route.ID)
 	if !ok {
-		return verdict{refusal: Refuse(http.StatusNotFound, "unknown-console", "no console is registered with that id")}
+		v.refusal = Refuse(http.StatusNotFound, "unknown-console", "no console is registered with that id")
+		return v
 	}
 	tok, err := d.Token.Current()
 	if err != nil {
-		return verdict{refusal: Refuse(http.StatusServiceUnavailable, "no-token", "the fleet token file is unusable; see the supervisor's log")}
+		v.refusal = Refuse(http.StatusServiceUnavailable, "no-token", "the fleet token file is unusable; see the supervisor's log")
+		return v
 	}
-	return verdict{target: Target{
+	v.target = Target{
 		ConsoleID: route.ID,
 		Addr:      addr,
 		Path:      route.Path,
@@ -306,7 +346,8 @@ func (d *Door) judgeConsole(r *http.Request, route Route) verdict {
 		ClientIP:  who.IP.String(),
 		Host:      r.Host,
 		Proto:     RequestProto(r, d.FromServe),
-	}}
+	}
+	return v
 }
 
 // plainValue reports whether v can be written as a header value that every parser reads back

@@ -194,7 +194,13 @@ func (h *Hop) Forward(w http.ResponseWriter, r *http.Request, t *Target) {
 		WriteRefusal(w, r, h.log, Refuse(http.StatusInternalServerError, "internal", "the hop was not given what it asserts"))
 		return
 	}
-	f := &forward{t: *t}
+	var f *forward
+	if a := recordingOf(w); a != nil {
+		f = &a.fwd // the recording's, allocated already (record.go)
+		*f = forward{t: *t}
+	} else {
+		f = &forward{t: *t}
+	}
 	if isUpgrade(r.Header) {
 		h.forwardUpgrade(w, r, f)
 		return
@@ -414,6 +420,7 @@ func (h *Hop) answerFailed(w http.ResponseWriter, r *http.Request, f *forward, e
 	w.Header().Set("Cache-Control", "no-store")
 	SetPageHeaders(w.Header())
 	w.Header().Set("X-Fleet-Reason", "console-down")
+	noteRefusal(w, "console-down")
 	w.WriteHeader(http.StatusBadGateway)
 	fmt.Fprintf(w, "<!doctype html><title>502 console down</title><h1>Console %s is not answering</h1>"+
 		"<p>fleet could not reach it on this machine. Start it again; the other consoles are unaffected.</p>\n",

@@ -66,6 +66,7 @@ func WriteRefusal(w http.ResponseWriter, r *http.Request, log *slog.Logger, ref 
 		attrs = append(attrs, extra...)
 		log.Warn(EventRejected, attrs...)
 	}
+	noteRefusal(w, ref.Reason) // the door's record of the answer (record.go)
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	SetPageHeaders(h)

@@ -267,6 +267,7 @@ func (u *upgradeTransport) RoundTrip(out *http.Request) (*http.Response, error) 
 		// What the console sent right after its 101 came in with it.
 		b, _ := br.Peek(n)
 		_, err = brw.Write(b)
+		t.toCaller.Add(int64(n))
 	}
 	if err == nil {
 		err = brw.Flush()
@@ -276,12 +277,20 @@ func (u *upgradeTransport) RoundTrip(out *http.Request) (*http.Response, error) 
 		b, _ := brw.Reader.Peek(n)
 		_, err = console.Write(b)
 	}
+	if a := recordingOf(w); a != nil {
+		a.status = http.StatusSwitchingProtocols
+		if err == nil {
+			// The stream is recorded when it closes, with its duration and the bytes that
+			// went to the caller (G3); until then nothing is.
+			a.upgraded, t.rec = true, a
+		}
+	}
 	if err != nil {
 		t.close()
 		return nil, errUpgraded
 	}
-	go t.pipe(console, caller)
-	go t.pipe(caller, console)
+	go t.pipe(console, caller, nil)
+	go t.pipe(caller, console, &t.toCaller)
 	return nil, errUpgraded
 }
 
@@ -341,6 +350,11 @@ type tunnel struct {
 	live             *liveConns
 	ended            atomic.Int32 // pipes that ended cleanly
 	closeOnce        sync.Once
+	// rec, if not nil, is the door's recording of the upgrade, recorded once both pipes have
+	// returned (exited), with the bytes that went to the caller (toCaller).
+	rec      *recording
+	toCaller atomic.Int64
+	exited   atomic.Int32
 }
 
 // add registers a tunnel between caller and console; on a closed hop it closes both ends instead
@@ -393,8 +407,8 @@ func (t *tunnel) close() {
 // pipe moves bytes from src to dst until src ends or either fails. A clean end is passed on as
 // a half-close (ReverseProxy does the same) and the tunnel closes once both directions ended;
 // a failure closes it at once.
-func (t *tunnel) pipe(dst, src net.Conn) {
-	err := copyConn(dst, src)
+func (t *tunnel) pipe(dst, src net.Conn, moved *atomic.Int64) {
+	err := copyConn(dst, src, moved)
 	if err == nil {
 		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
 			err = cw.CloseWrite()
@@ -405,13 +419,17 @@ func (t *tunnel) pipe(dst, src net.Conn) {
 	if err != nil || t.ended.Add(1) == 2 {
 		t.close()
 	}
+	if t.exited.Add(1) == 2 && t.rec != nil {
+		// Both directions are over: the stream is closed, and nothing more is moved.
+		t.rec.record(t.toCaller.Load())
+	}
 }
 
 var pipeBuffers = sync.Pool{New: func() any { return new([pipeBufferSize]byte) }}
 
 // copyConn copies from src to dst until src's end (nil) or an error. On a bare socket it holds no
 // buffer while src is idle.
-func copyConn(dst io.Writer, src net.Conn) error {
+func copyConn(dst io.Writer, src net.Conn, moved *atomic.Int64) error {
 	var rc syscall.RawConn
 	var err error
 	// A connection that a connection loop handed to net/http with bytes it had read ahead
@@ -427,7 +445,7 @@ func copyConn(dst io.Writer, src net.Conn) error {
 	case *net.UnixConn:
 		rc, err = c.SyscallConn()
 	default:
-		return copyBlocking(dst, src)
+		return copyBlocking(dst, src, moved)
 	}
 	if err != nil {
 		return err
@@ -468,7 +486,11 @@ func copyConn(dst io.Writer, src net.Conn) error {
 		if n == 0 {
 			return nil // src's end
 		}
-		if _, err := dst.Write(buf[:n]); err != nil {
+		w, err := dst.Write(buf[:n])
+		if moved != nil {
+			moved.Add(int64(w))
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -476,12 +498,16 @@ func copyConn(dst io.Writer, src net.Conn) error {
 
 // copyBlocking is copyConn for a connection that is not a bare socket (none of the doors'
 // today): a blocked Read needs its buffer, so it holds one for the connection's life.
-func copyBlocking(dst io.Writer, src io.Reader) error {
+func copyBlocking(dst io.Writer, src io.Reader, moved *atomic.Int64) error {
 	buf := make([]byte, 4<<10)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			if _, werr := dst.Write(buf[:n]); werr != nil {
+			w, werr := dst.Write(buf[:n])
+			if moved != nil {
+				moved.Add(int64(w))
+			}
+			if werr != nil {
 				return werr
 			}
 		}

@@ -77,8 +77,8 @@ func startTunnel(h *Hop, caller, console net.Conn) bool {
 	if t == nil {
 		return false
 	}
-	go t.pipe(console, caller)
-	go t.pipe(caller, console)
+	go t.pipe(console, caller, nil)
+	go t.pipe(caller, console, nil)
 	return true
 }
 

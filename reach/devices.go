@@ -62,11 +62,13 @@ func (deviceCallers) VerifyCaller(r *http.Request, consoleID string) (proxy.Call
 	if !ok || dev.ID6 == "" || !src.IsValid() {
 		return proxy.Caller{}, proxy.Refuse(http.StatusInternalServerError, "internal", "the door verified no device")
 	}
+	who := proxy.Caller{Login: dev.Login(), IP: src.Unmap()}
 	if !dev.Consoles.Allows(consoleID) {
-		return proxy.Caller{}, proxy.Refuse(http.StatusForbidden, "not-granted",
+		// Paired, then refused: the door records whom (G3); never forwarded.
+		return who, proxy.Refuse(http.StatusForbidden, "not-granted",
 			"this device may not open this console: pair it again with 'fleet reach pair --consoles' to change what it may open")
 	}
-	return proxy.Caller{Login: dev.Login(), IP: src.Unmap()}, nil
+	return who, nil
 }
 
 // isDeviceLogin reports whether login is a device's (device:<slug>#<id6>).

@@ -14,6 +14,7 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 
+	"github.com/phase-console/fleet/audit"
 	"github.com/phase-console/fleet/ca"
 	"github.com/phase-console/fleet/pairing"
 	"github.com/phase-console/fleet/proxy"
@@ -59,6 +60,9 @@ type Config struct {
 	Limiter *Limiter
 	Log     *slog.Logger
 	Now     func() time.Time // nil: time.Now
+	// Audit, if not nil, is told of every request the door forwards and every refusal it writes
+	// (SPEC G3, G4), as audit.DoorReach.
+	Audit audit.Recorder
 
 	// wrapListener, for this package's tests only, wraps the door's listener: the attack table
 	// gives accepted connections the peer addresses of sources a loopback socket cannot have
@@ -156,6 +160,9 @@ func Open(ctx context.Context, cfg Config) (*Door, error) {
 		Token:    cfg.Token,
 		Pages:    http.HandlerFunc(d.servePairedPage),
 		Site:     crossSite, // R6b, in S12's place
+		Audit:    cfg.Audit,
+		Name:     audit.DoorReach,
+		Now:      cfg.Now,
 	}
 
 	auth, err := ca.Open(ctx, cfg.TLSDir, d.listen.Addr(), ca.Options{Logger: cfg.Log})
@@ -228,8 +235,13 @@ func (d *Door) Failure(r *http.Request) {
 	d.limiter.Failure(PeerAddr(r))
 }
 
-// ServeHTTP judges r in the order documented on Door.
+// ServeHTTP judges r in the order documented on Door. Every answer, the door's own refusals
+// included, is recorded once (Config.Audit, proxy.Door.Recorded).
 func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	d.door.Recorded(w, r, d.serve)
+}
+
+func (d *Door) serve(w http.ResponseWriter, r *http.Request) {
 	r = d.ownAnswer(w, r) // S9: given up after AnswerTimeout, unless notMine forwards r
 	src := PeerAddr(r)
 	mark := d.streams.mark()           // before authenticating: a revocation told after it refuses r

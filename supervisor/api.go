@@ -31,7 +31,8 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, rawPath string
 	const collection = "/fleet/v1/consoles"
 	switch {
 	case rawPath == collection && r.Method == http.MethodGet:
-		writeJSON(w, http.StatusOK, map[string]any{"consoles": s.registry.List()})
+		// access_log_dropped: the access-log lines lost since start (G3), for fleet doctor.
+		writeJSON(w, http.StatusOK, map[string]any{"consoles": s.registry.List(), "access_log_dropped": s.AccessLogDropped()})
 	case rawPath == collection && r.Method == http.MethodPost:
 		s.register(w, r)
 	case strings.HasPrefix(rawPath, collection+"/") && r.Method == http.MethodDelete:
@@ -133,6 +134,10 @@ func (w *jsonRefusalWriter) WriteHeader(status int) {
 	w.ResponseWriter.WriteHeader(status)
 	json.NewEncoder(w.ResponseWriter).Encode(APIError{Error: w.ref.Reason, Detail: w.ref.Detail})
 }
+
+// Unwrap lets the door's record of the answer, and http.ResponseController, reach the server's
+// writer.
+func (w *jsonRefusalWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // Write drops the HTML page.
 func (w *jsonRefusalWriter) Write(b []byte) (int, error) { return len(b), nil }

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/phase-console/fleet/audit"
 	"github.com/phase-console/fleet/contract"
 	"github.com/phase-console/fleet/proxy"
 	"github.com/phase-console/fleet/tailnet"
@@ -25,6 +26,9 @@ func (s *Server) newDoor() *proxy.Door {
 		Token:     s.token,
 		FromServe: true, // published by Tailscale Serve (S2)
 		Pages:     http.HandlerFunc(s.servePage),
+		Audit:     s.auditRecorder(),
+		Name:      audit.DoorLoopback, // the TCP and the unix-socket door alike (G3)
+		Now:       s.cfg.Now,
 	}
 }
 
@@ -48,7 +52,7 @@ type tailnetCallers struct{ s *Server }
 func (c tailnetCallers) VerifyCaller(r *http.Request, consoleID string) (proxy.Caller, *proxy.Refusal) {
 	who, ref := c.s.tailnet.VerifyCaller(r, consoleID)
 	if ref != nil {
-		return proxy.Caller{}, c.s.hintLocalCaller(r, ref, consoleID)
+		return who, c.s.hintLocalCaller(r, ref, consoleID) // who: only for a not-granted (G3)
 	}
 	return who, nil
 }

@@ -156,6 +156,7 @@ func (s *Server) openReachLocked(p reach.Profile) error {
 		Limiter:    rs.limiter,
 		Log:        s.log,
 		Now:        s.cfg.Now,
+		Audit:      s.auditRecorder(),
 	})
 	if err != nil {
 		return err

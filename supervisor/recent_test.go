@@ -144,7 +144,7 @@ func TestIndexRecentActivity_G3(t *testing.T) {
 	if r := d.Raw(doortest.ServeReq("GET", "/")); r.Status != 200 || strings.Contains(r.Body, "recent activity") {
 		t.Errorf("no requests yet: %d\n%s", r.Status, r.Body)
 	}
-	rec := d.srv.recorders()
+	rec := d.srv.auditRecorder()
 	rec.Record(recentEntry(1, doortest.Alice, "/alice-first"))
 	rec.Record(recentEntry(2, doortest.Bob, "/bob-only"))
 	rec.Record(recentEntry(3, doortest.Alice, `/x"><script>alert(1)</script>`))
@@ -192,7 +192,7 @@ func TestDeviceIndexHasNoRecentActivity_G3_R9(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := d.srv.recorders()
+	rec := d.srv.auditRecorder()
 	rec.Record(recentEntry(1, doortest.Alice, "/alice-path"))
 	own := recentEntry(2, dev.Login(), "/device-path")
 	own.Door = audit.DoorReach

@@ -19,6 +19,7 @@ import (
 
 	"github.com/phase-console/fleet/access"
 	"github.com/phase-console/fleet/audit"
+	"github.com/phase-console/fleet/audit/accesslog"
 	"github.com/phase-console/fleet/internal/peercred"
 	"github.com/phase-console/fleet/internal/state"
 	"github.com/phase-console/fleet/pairing"
@@ -68,6 +69,9 @@ type Config struct {
 	// its Failure for a wrong code or password, SPEC R6) and the device register. Nil: package
 	// pairing's pages.
 	ReachPairing func(door *reach.Door, register *pairing.Register) http.Handler
+
+	// noAccessLog, for this package's tests and benchmarks only, opens no access log.
+	noAccessLog bool
 }
 
 // A Server is the loopback door. It is an http.Handler; Serve runs it on a listener with the
@@ -87,6 +91,8 @@ type Server struct {
 	reach     reachState           // the direct-reach door (reach.go)
 	access    accessState          // the profile's access: section (access.go)
 	recent    *RecentActivity      // the index's recent activity (recent.go)
+	audit     audit.Recorders      // what both doors tell of each request (audit.go)
+	accessLog *accesslog.Log       // <stateHome>/fleet/access.log (G3)
 	bgOnce    sync.Once            // starts the token watch, the probes and the reach door, once
 	closeOnce sync.Once
 }
@@ -159,16 +165,13 @@ func New(cfg Config) (*Server, error) {
 		s.hop.BodyIdleTimeout = cfg.BodyIdleTimeout
 	}
 	s.hop.AfterFunc = cfg.AfterFunc
+	if err := s.openAudit(); err != nil {
+		return nil, err
+	}
 	s.door = s.newDoor()
 	s.httpSrv = s.newHTTPServer(s)
 	s.conns = s.newConnServer(s.httpSrv, nil)
 	return s, nil
-}
-
-// recorders are what keeps each request a door answered (package audit): every consumer of the
-// doors' entries is listed here.
-func (s *Server) recorders() audit.Recorders {
-	return audit.Recorders{s.recent}
 }
 
 // newHTTPServer is an http.Server with the door's timeouts and limits (S9) and the per-connection
@@ -243,7 +246,10 @@ func (s *Server) PublishAddr(addr string) error {
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() { close(s.stop) })
 	s.closeReach()
-	defer s.hop.Close() // http.Server closes no hijacked connection: the hop ends live WebSockets
+	defer func() {
+		s.hop.Close()  // http.Server closes no hijacked connection: the hop ends live WebSockets
+		s.closeAudit() // after the doors and the hop: what they recorded is written
+	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if err := s.conns.Shutdown(ctx); err != nil {

@@ -53,7 +53,8 @@ func refuseSelf() *proxy.Refusal {
 // tcp-forwardable, 401 identity-mismatch, 403 funnel, 403 tagged-node, 403 self, 403
 // not-granted — and so is any error, a LocalAPI that does not answer included: it never returns
 // a caller it did not verify, nor a login that looks like device:…, nor a caller for a console
-// it may not open. 403 not-granted says nothing of whether consoleID exists; an empty consoleID
+// it may not open. A 403 not-granted comes with the caller verified (proxy.CallerVerifier: for
+// the access log, never forwarded). 403 not-granted says nothing of whether consoleID exists; an empty consoleID
 // is never granted (the index asks VerifyViewer).
 //
 // The order: the connection's own facts (S5a, S5b; judged once per connection), the forward
@@ -65,7 +66,7 @@ func (v *Verifier) VerifyCaller(r *http.Request, consoleID string) (proxy.Caller
 		return proxy.Caller{}, ref
 	}
 	if !v.grantFor(&e).Allows(consoleID) {
-		return proxy.Caller{}, notGranted()
+		return who, notGranted() // identified, then refused: the door records whom (G3)
 	}
 	return who, nil
 }

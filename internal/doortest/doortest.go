@@ -11,16 +11,20 @@ package doortest
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/phase-console/fleet/audit"
 	"github.com/phase-console/fleet/contract"
 	"github.com/phase-console/fleet/internal/echoconsole"
 	"github.com/phase-console/fleet/internal/rawhttp"
@@ -321,3 +325,35 @@ func (r ServeRules) Send(t *testing.T, raw string) (int, string) {
 
 // Received is what console alpha received (echoconsole.Console.Received).
 func (r ServeRules) Received() (int, string, http.Header) { return r.Alpha.Received() }
+
+// AccessLog returns the lines of the access log at path (SPEC G3) once it holds at least n,
+// waiting at most WaitLimit: a door records an answer just after the caller has it, and the log's
+// writer writes it a moment later. A line that does not parse fails the test.
+func AccessLog(t testing.TB, path string, n int) []audit.Line {
+	t.Helper()
+	deadline := time.Now().Add(WaitLimit)
+	for {
+		b, err := os.ReadFile(path)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			t.Fatal(err)
+		}
+		var lines []audit.Line
+		for _, s := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
+			if s == "" {
+				continue
+			}
+			l, _, err := audit.ParseLine([]byte(s))
+			if err != nil {
+				t.Fatalf("%s: %v", path, err)
+			}
+			lines = append(lines, l)
+		}
+		if len(lines) >= n || time.Now().After(deadline) {
+			if len(lines) < n {
+				t.Fatalf("%s holds %d line(s), want %d: %q", path, len(lines), n, b)
+			}
+			return lines
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

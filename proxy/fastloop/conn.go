@@ -382,7 +382,7 @@ func (fc *fastConn) serve() {
 			fc.handOver(s, j)
 			return
 		}
-		keep := cs.exchange(&fc.ex, fc.c, r, fc.rr.lines, &t)
+		keep := cs.exchangeRecorded(&fc.ex, fc.c, r, fc.rr.lines, &t)
 		if !keep || !fc.state.CompareAndSwap(connActive, connIdle) {
 			break
 		}
@@ -394,6 +394,29 @@ func (fc *fastConn) serve() {
 	fc.c.Close()
 	fc.br.Reset(nil)
 	fastReaders.Put(fc.br)
+}
+
+// exchangeRecorded is exchange, told to the Door's audit.Recorder once the answer is complete
+// (SPEC G3, G4): from the exchange's own entry, so that it allocates nothing.
+func (cs *ConnServer) exchangeRecorded(ex *exchange, caller net.Conn, r *http.Request, lines string, t *proxy.Target) bool {
+	rec := cs.Door.Audit
+	if rec == nil {
+		return cs.exchange(ex, caller, r, lines, t)
+	}
+	now := cs.Door.Now
+	if now == nil {
+		now = time.Now
+	}
+	e := &ex.entry
+	ex.judged.FillEntry(e)
+	e.Time, e.Status, e.Bytes, e.Reason = now(), 0, 0, ""
+	keep := cs.exchange(ex, caller, r, lines, t)
+	if e.Status == 0 {
+		e.Status = 499 // the caller went before an answer reached it
+	}
+	e.Duration = now().Sub(e.Time)
+	rec.Record(e)
+	return keep
 }
 
 // recoverPanic, deferred by serve, ends a connection whose serving panicked (in Prepare, the

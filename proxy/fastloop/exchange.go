@@ -21,6 +21,7 @@ import (
 
 	"golang.org/x/net/http/httpguts"
 
+	"github.com/phase-console/fleet/audit"
 	"github.com/phase-console/fleet/proxy"
 )
 
@@ -42,10 +43,14 @@ type exchange struct {
 	// uc is the console connection the exchange holds (nil, or closed already, once it is put
 	// back in the pool): what the fast loop closes when serving the connection panics.
 	uc *upConn
+	// entry is what the door's audit.Recorder is told of the exchange (SPEC G3, G4), kept here
+	// so that recording it allocates nothing: its status and body bytes sent are the
+	// exchange's to fill, the rest the verdict's (Judged.FillEntry).
+	entry audit.Entry
 }
 
 func (ex *exchange) release() {
-	ex.out, ex.url, ex.lines, ex.closes, ex.judged, ex.uc = http.Request{}, url.URL{}, "", false, proxy.Judged{}, nil
+	ex.out, ex.url, ex.lines, ex.closes, ex.judged, ex.uc, ex.entry = http.Request{}, url.URL{}, "", false, proxy.Judged{}, nil, audit.Entry{}
 	ex.answer.release()
 }
 
@@ -106,7 +111,7 @@ func (cs *ConnServer) exchange(ex *exchange, caller net.Conn, r *http.Request, l
 			uc.close()
 		}
 		if err == errCallerGone || err == proxy.ErrUnwritable { // the console is not at fault
-			return writeFast(caller, r, func(w http.ResponseWriter) { h.AnswerFailed(w, r, j, err) })
+			return writeFast(caller, r, &ex.entry, func(w http.ResponseWriter) { h.AnswerFailed(w, r, j, err) })
 		}
 		if reused && err == errStale {
 			continue // nothing was sent on it: the next kept one, or a new one
@@ -115,7 +120,7 @@ func (cs *ConnServer) exchange(ex *exchange, caller net.Conn, r *http.Request, l
 			attempt++
 			continue // the console closed a kept connection: a GET or HEAD may be sent again
 		}
-		return writeFast(caller, r, func(w http.ResponseWriter) { h.AnswerFailed(w, r, j, err) })
+		return writeFast(caller, r, &ex.entry, func(w http.ResponseWriter) { h.AnswerFailed(w, r, j, err) })
 	}
 
 	cw := callerWriters.Get().(*bufio.Writer)
@@ -128,7 +133,7 @@ func (cs *ConnServer) exchange(ex *exchange, caller net.Conn, r *http.Request, l
 			err = errors.New("too many 1xx informational answers")
 		} else {
 			writeAnswerHead(cw, res, r, false)
-			if err := cw.Flush(); err != nil {
+			if err := cw.Flush(); err != nil { // the caller is gone: recorded 499, as nothing was answered
 				uc.close()
 				return false
 			}
@@ -141,16 +146,17 @@ func (cs *ConnServer) exchange(ex *exchange, caller net.Conn, r *http.Request, l
 				err = errCallerGone
 			}
 			uc.close()
-			return writeFast(caller, r, func(w http.ResponseWriter) { h.AnswerFailed(w, r, j, err) })
+			return writeFast(caller, r, &ex.entry, func(w http.ResponseWriter) { h.AnswerFailed(w, r, j, err) })
 		}
 	}
 	if res.StatusCode == http.StatusSwitchingProtocols || res.StatusCode < 100 || res.StatusCode > 999 {
 		// ReverseProxy's answer to a switch nobody asked for.
 		uc.close()
 		err := fmt.Errorf("console answered %d to a request that asked for no protocol switch", res.StatusCode)
-		return writeFast(caller, r, func(w http.ResponseWriter) { h.AnswerFailed(w, r, j, err) })
+		return writeFast(caller, r, &ex.entry, func(w http.ResponseWriter) { h.AnswerFailed(w, r, j, err) })
 	}
 
+	ex.entry.Status = res.StatusCode
 	chunked := false
 	if res == &ex.answer.res { // read by answerReader: passed on from its own lines
 		writeCallerHead(cw, res.StatusCode, ex.answer.lines, r)
@@ -162,7 +168,7 @@ func (cs *ConnServer) exchange(ex *exchange, caller net.Conn, r *http.Request, l
 		// from the start.
 		uc.watch()
 	}
-	consoleErr, callerErr := copyAnswerBody(cw, res, uc.br, chunked)
+	consoleErr, callerErr := copyAnswerBody(cw, res, uc.br, chunked, &ex.entry.Bytes)
 	callerGone := uc.endWatch() // if so, the watch closed the console's connection
 	if consoleErr != nil || callerErr != nil || callerGone {
 		// The answer is cut short: the caller sees its connection close, as ReverseProxy's.
@@ -281,7 +287,8 @@ func isASCIISpace(b byte) bool { return b == ' ' || b == '\t' || b == '\n' || b 
 // whenever the console has nothing more at hand (so a stream is passed on as it comes), then the
 // trailers; what is left in w is for the caller to flush. consoleErr is a failed read of the
 // console, callerErr a failed write to the caller.
-func copyAnswerBody(w *bufio.Writer, res *http.Response, from *bufio.Reader, chunked bool) (consoleErr, callerErr error) {
+// sent counts the body bytes written to w.
+func copyAnswerBody(w *bufio.Writer, res *http.Response, from *bufio.Reader, chunked bool, sent *int64) (consoleErr, callerErr error) {
 	var buf *[copyBufferSize]byte
 	defer func() {
 		if buf != nil {
@@ -304,7 +311,9 @@ func copyAnswerBody(w *bufio.Writer, res *http.Response, from *bufio.Reader, chu
 				w.WriteString(strconv.FormatInt(int64(n), 16))
 				w.WriteString("\r\n")
 			}
-			if _, werr := w.Write(p[:n]); werr != nil {
+			m, werr := w.Write(p[:n])
+			*sent += int64(m)
+			if werr != nil {
 				return nil, werr
 			}
 			if chunked {
@@ -372,12 +381,21 @@ type dateValues struct {
 }
 
 // writeFast answers r on caller with what answer writes (Hop.AnswerFailed's refusal or page), and
-// reports whether the connection may carry another request (not when the answer says close).
-func writeFast(caller net.Conn, r *http.Request, answer func(w http.ResponseWriter)) bool {
+// reports whether the connection may carry another request (not when the answer says close). e
+// is given the answer's status, body bytes and reason word: X-Fleet-Reason, which only fleet
+// writes here (the answer is the Hop's own, never a console's).
+func writeFast(caller net.Conn, r *http.Request, e *audit.Entry, answer func(w http.ResponseWriter)) bool {
 	w := &bufferedAnswer{header: http.Header{}, status: http.StatusOK}
 	answer(w)
+	e.Status, e.Reason = w.status, ""
+	if v := w.header["X-Fleet-Reason"]; len(v) == 1 {
+		e.Reason = v[0]
+	}
 	if w.status == 499 { // the caller went away: nobody to answer
 		return false
+	}
+	if r.Method != http.MethodHead {
+		e.Bytes = int64(w.body.Len())
 	}
 	h2 := w.header
 	if _, ok := h2["Date"]; !ok {
