@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
+	"strconv"
 	"time"
+	"unicode/utf8"
 )
 
 // TimeLayout is the access log's time format (G3): RFC 3339, UTC, milliseconds.
@@ -46,13 +48,92 @@ func LineOf(e *Entry) Line {
 	}
 }
 
-// AppendLine appends e's line, JSON and a newline, to b.
+// AppendLine appends e's line, JSON and a newline, to b: byte for byte what encoding/json makes of
+// LineOf(e), written without allocating (the access log's writer formats every request's line).
+// The error is always nil; it is kept for the callers that check it.
 func AppendLine(b []byte, e *Entry) ([]byte, error) {
-	j, err := json.Marshal(LineOf(e))
-	if err != nil {
-		return b, err
+	b = append(b, `{"time":"`...)
+	b = e.Time.UTC().AppendFormat(b, TimeLayout)
+	b = append(b, `","door":`...)
+	b = appendJSONString(b, e.Door)
+	b = append(b, `,"login":`...)
+	b = appendJSONString(b, e.Login)
+	b = append(b, `,"console":`...)
+	b = appendJSONString(b, e.Console)
+	b = append(b, `,"method":`...)
+	b = appendJSONString(b, e.Method)
+	b = append(b, `,"path":`...)
+	b = appendJSONString(b, e.Path)
+	b = append(b, `,"status":`...)
+	b = strconv.AppendInt(b, int64(e.Status), 10)
+	b = append(b, `,"bytes":`...)
+	b = strconv.AppendInt(b, e.Bytes, 10)
+	b = append(b, `,"duration_ms":`...)
+	b = strconv.AppendInt(b, e.Duration.Milliseconds(), 10)
+	b = append(b, `,"peer":"`...)
+	if e.Peer.IsValid() {
+		b = e.Peer.AppendTo(b)
 	}
-	return append(append(b, j...), '\n'), nil
+	b = append(b, '"')
+	if e.Reason != "" {
+		b = append(b, `,"reason":`...)
+		b = appendJSONString(b, e.Reason)
+	}
+	return append(b, "}\n"...), nil
+}
+
+// appendJSONString appends s quoted as encoding/json quotes a string (its HTML escaping
+// included): TestAppendLineIsJSONMarshal holds the two to the same bytes.
+func appendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			if c >= ' ' && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '\\', '"':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
 }
 
 // ParseLine reads one access-log line. A line that is not one (bad JSON, no time, an unknown door)

@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"encoding/json"
 	"net/netip"
 	"strings"
 	"testing"
@@ -71,3 +72,32 @@ func TestRecordersFanOut(t *testing.T) {
 type count int
 
 func (c *count) Record(*Entry) { *c++ }
+
+// TestAppendLineIsJSONMarshal_G3: AppendLine writes what encoding/json writes of LineOf, for
+// every kind of byte a path or a login may hold, and allocates nothing.
+func TestAppendLineIsJSONMarshal_G3(t *testing.T) {
+	var all strings.Builder
+	for c := 0; c < 256; c++ {
+		all.WriteByte(byte(c))
+	}
+	for _, s := range []string{"", "/plain", all.String(), "<a>&\"\\\u2028\u2029é☃\xff\xfe", "tab\there", "\x7f", "jürgen@example.com"} {
+		e := &Entry{Time: time.Date(2026, 12, 1, 1, 2, 3, 4e6, time.UTC), Door: DoorLoopback, Login: s, Console: s,
+			Method: s, Path: s, Status: 200, Bytes: -1, Duration: 2 * time.Second, Reason: s}
+		for _, peer := range []netip.Addr{{}, netip.MustParseAddr("fd7a:115c:a1e0::b0b")} {
+			e.Peer = peer
+			got, _ := AppendLine(nil, e)
+			want, err := json.Marshal(LineOf(e))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != string(want)+"\n" {
+				t.Errorf("%q\n got %s\nwant %s", s, got, want)
+			}
+		}
+	}
+	e := &Entry{Time: time.Now(), Door: DoorReach, Login: "device:pixel#a1b2c3", Path: "/x", Peer: netip.MustParseAddr("192.168.1.2")}
+	buf := make([]byte, 0, 512)
+	if n := testing.AllocsPerRun(100, func() { buf, _ = AppendLine(buf[:0], e) }); n != 0 {
+		t.Errorf("AppendLine allocates %v times", n)
+	}
+}

@@ -5,9 +5,13 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/phase-console/fleet/audit"
+	"github.com/phase-console/fleet/audit/accesslog"
 	"github.com/phase-console/fleet/internal/doortest"
 	"github.com/phase-console/fleet/internal/rawhttp"
 )
@@ -85,7 +89,32 @@ func BenchmarkHeaderClone(b *testing.B) {
 // few bytes. Run with
 //
 //	go test -run=NONE -bench=Hop -benchmem ./proxy
-func BenchmarkHopPOST(b *testing.B) {
+func BenchmarkHopPOST(b *testing.B) { hoppost(b) }
+
+// BenchmarkAccessLogPOST is BenchmarkHopPOST with the access log off (Door.Audit nil) and on
+// (package accesslog, writing to a file in a private temporary folder), in one run (SPEC G3).
+func BenchmarkAccessLogPOST(b *testing.B) {
+	b.Run("off", func(b *testing.B) { hoppost(b) })
+	b.Run("on", func(b *testing.B) {
+		dir := filepath.Join(b.TempDir(), "fleet")
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			b.Fatal(err)
+		}
+		log, err := accesslog.Open(dir)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer func() {
+			log.Close()
+			if log.Dropped() != 0 {
+				b.Errorf("%d lines dropped", log.Dropped())
+			}
+		}()
+		hoppost(b, func(d *Door) { d.Audit, d.Name = log, audit.DoorLoopback })
+	})
+}
+
+func hoppost(b *testing.B, setup ...func(*Door)) {
 	ln, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
@@ -114,7 +143,7 @@ func BenchmarkHopPOST(b *testing.B) {
 			}()
 		}
 	}()
-	d := startTestDoor(b)
+	d := startTestDoor(b, setup...)
 	d.setConsole("bench", ln.Addr().String())
 	conn := d.Dial()
 	defer conn.Close()

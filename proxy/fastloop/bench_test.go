@@ -4,11 +4,16 @@ import (
 	"bufio"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/phase-console/fleet/audit"
+	"github.com/phase-console/fleet/audit/accesslog"
 	"github.com/phase-console/fleet/internal/doortest"
 	"github.com/phase-console/fleet/internal/rawhttp"
+	"github.com/phase-console/fleet/proxy"
 )
 
 // BenchmarkHopFastGET is one GET through the door's fast loop (ConnServer, the fast exchange and
@@ -17,7 +22,32 @@ import (
 // loop's own. Run with
 //
 //	go test -run=NONE -bench=Hop -benchmem ./proxy/fastloop
-func BenchmarkHopFastGET(b *testing.B) {
+func BenchmarkHopFastGET(b *testing.B) { hopfastget(b) }
+
+// BenchmarkAccessLogFastGET is BenchmarkHopFastGET with the access log off (Door.Audit nil) and on
+// (package accesslog, writing to a file in a private temporary folder), in one run (SPEC G3).
+func BenchmarkAccessLogFastGET(b *testing.B) {
+	b.Run("off", func(b *testing.B) { hopfastget(b) })
+	b.Run("on", func(b *testing.B) {
+		dir := filepath.Join(b.TempDir(), "fleet")
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			b.Fatal(err)
+		}
+		log, err := accesslog.Open(dir)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer func() {
+			log.Close()
+			if log.Dropped() != 0 {
+				b.Errorf("%d lines dropped", log.Dropped())
+			}
+		}()
+		hopfastget(b, func(d *proxy.Door) { d.Audit, d.Name = log, audit.DoorLoopback })
+	})
+}
+
+func hopfastget(b *testing.B, setup ...func(*proxy.Door)) {
 	ln, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
@@ -43,7 +73,7 @@ func BenchmarkHopFastGET(b *testing.B) {
 			}()
 		}
 	}()
-	d := startTestDoor(b)
+	d := startTestDoor(b, setup...)
 	d.setConsole("bench", ln.Addr().String())
 	fast := 0
 	fastServedHook = func() { fast++ }
