@@ -87,6 +87,14 @@
 //   - a connection the loop hands to net/http with bytes read ahead gives an upgraded
 //     connection's copy its bare socket once they are read (Drained).
 //
+// # What a door records
+//
+// A Door with an Audit tells it of every request it forwards and every refusal it writes, once
+// each answer is complete — an upgraded stream when it closes — with the caller when it was
+// identified before the door decided (SPEC G3, G4; record.go). It records nothing else: no
+// header, query or body reaches an audit.Entry. With no Audit it costs nothing; with one, no
+// allocation a request on either path.
+//
 // This package judges and forwards; it does not decide who the caller is. That is the door's job.
 // This package must never forward a request it could not judge.
 package proxy

@@ -12,10 +12,6 @@ import (
 // doors' recorder. An access log that F1 refuses (too open, someone else's) stops the start, with
 // the chmod that fixes it.
 func (s *Server) openAudit() error {
-	if s.cfg.noAccessLog {
-		s.audit = s.recorders(nil)
-		return nil
-	}
 	log, err := accesslog.Open(s.fleetDir)
 	if err != nil {
 		return err

@@ -69,9 +69,6 @@ type Config struct {
 	// its Failure for a wrong code or password, SPEC R6) and the device register. Nil: package
 	// pairing's pages.
 	ReachPairing func(door *reach.Door, register *pairing.Register) http.Handler
-
-	// noAccessLog, for this package's tests and benchmarks only, opens no access log.
-	noAccessLog bool
 }
 
 // A Server is the loopback door. It is an http.Handler; Serve runs it on a listener with the
