@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/phase-console/fleet/audit/accesslog"
+	"github.com/phase-console/fleet/internal/doortest"
 	"github.com/phase-console/fleet/internal/testdirs"
 	"tailscale.com/client/local"
 	"tailscale.com/client/tailscale/apitype"
@@ -467,4 +469,22 @@ func TestUnixSocketPlaceRefused_S5e(t *testing.T) {
 		t.Fatalf("a folder only this user reaches was refused: %v", err)
 	}
 	ln.Close()
+}
+
+// TestUnixSocketAccessLog_G3: the unix-socket door's lines say door "loopback", as the TCP
+// door's do; a hooks refusal, decided before the caller is verified, writes none.
+func TestUnixSocketAccessLog_G3(t *testing.T) {
+	d := uxStart(t, os.Getuid())
+	if resp := d.serveRequest(t, "/c/alpha/hooks/x", false); resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("hooks: %d", resp.StatusCode)
+	}
+	if resp := d.serveRequest(t, "/c/alpha/page?code=QUERYSECRET123", false); resp.StatusCode != http.StatusOK {
+		t.Fatalf("page: %d", resp.StatusCode)
+	}
+	lines := doortest.AccessLog(t, filepath.Join(d.srv.fleetDir, accesslog.FileName), 1)
+	l := lines[0]
+	if len(lines) != 1 || l.Door != "loopback" || l.Login != uxUserLogin || l.Console != "alpha" || l.Path != "/page" ||
+		l.Status != 200 || l.Bytes != int64(len("console says hi")) || l.Peer != uxUserIP {
+		t.Fatalf("lines %+v", lines)
+	}
 }
