@@ -61,9 +61,11 @@ func TestAccessLogReach_G3(t *testing.T) {
 	if r := d.Raw(d.req("GET", "/c/alpha/page?code=QUERYSECRET123", cookie)); r.Status != 200 {
 		t.Fatalf("forwarded: %d", r.Status)
 	}
+	doortest.AccessLog(t, path, 1) // recorded once complete, maybe just after the caller has it
 	if r := d.Raw(d.req("GET", "/c/beta/x", cookie)); r.Status != 403 || r.Header.Get("X-Fleet-Reason") != "not-granted" {
 		t.Fatalf("beta: %d %s", r.Status, r.Header.Get("X-Fleet-Reason"))
 	}
+	doortest.AccessLog(t, path, 2)
 	conn, br, resp := d.Open(d.req("GET", "/c/alpha/ws?code=QUERYSECRET123", cookie, "Connection: Upgrade", "Upgrade: websocket",
 		"Sec-WebSocket-Version: 13", "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ=="))
 	if resp.StatusCode != 101 {

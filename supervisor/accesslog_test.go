@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -58,6 +59,10 @@ func TestAccessLogLoopback_G3(t *testing.T) {
 	clock := &stepClock{now: time.Date(2026, 12, 1, 22, 1, 2, 345e6, time.UTC)}
 	d := startDoorAt(t, home, tn, func(c *Config) { c.Now = clock.Now })
 	d.addConsole(t, "beta") // registered, and not granted to alice
+	// Every entry the door records, before the access log is told of it: so that once a line
+	// is in the file, every entry recorded before it is here.
+	all := &keptEntries{}
+	d.srv.door.Audit = audit.Recorders{all, d.srv.door.Audit}
 
 	// Before identification: no line (each followed by requests that write one, in order).
 	for _, req := range []string{
@@ -75,10 +80,14 @@ func TestAccessLogLoopback_G3(t *testing.T) {
 	if r := d.Raw(doortest.ServeReq("GET", "/c/alpha/page?"+secretQuery, secretCookie)); r.Status != 200 || r.Body != "echo /page" {
 		t.Fatalf("GET: %d %q", r.Status, r.Body)
 	}
+	// A door records an answer once it is complete, which may be just after the caller has it:
+	// each line is waited for before the clock moves.
+	doortest.AccessLog(t, d.accessLogPath(), 1)
 	clock.Advance(time.Second)
 	if r := d.Raw(doortest.ServeReq("POST", "/c/alpha/form?"+secretQuery, secretCookie, "Content-Length: 4") + "abcd"); r.Status != 200 {
 		t.Fatalf("POST: %d", r.Status)
 	}
+	doortest.AccessLog(t, d.accessLogPath(), 2)
 	// Refused after identification: one line each.
 	if r := d.Raw(doortest.ServeReq("GET", "/c/beta/x?"+secretQuery)); r.Status != 403 || r.Header.Get("X-Fleet-Reason") != "not-granted" {
 		t.Fatalf("beta: %d %s", r.Status, r.Header.Get("X-Fleet-Reason"))
@@ -127,6 +136,45 @@ func TestAccessLogLoopback_G3(t *testing.T) {
 	}
 
 	assertNoSecret(t, d.accessLogPath(), d.Token)
+
+	// Exactly one entry per request answered: the five lines, and the three refusals made
+	// before alice was identified, which name nobody (metrics count them; the log does not).
+	got := all.reasons()
+	wantReasons := []string{"", "", "", "assertion-sent", "hooks", "not-granted", "not-granted", "unverified"}
+	if slices.Sort(got); strings.Join(got, ",") != strings.Join(wantReasons, ",") {
+		t.Errorf("entries recorded %q, want %q", got, wantReasons)
+	}
+	for _, e := range all.entries() {
+		if e.Identified != (e.Login != "") || e.Identified != e.Audited() {
+			t.Errorf("%s: identified %v as %q", e.Reason, e.Identified, e.Login)
+		}
+	}
+}
+
+// keptEntries keeps a copy of every entry recorded.
+type keptEntries struct {
+	mu   sync.Mutex
+	kept []audit.Entry
+}
+
+func (k *keptEntries) Record(e *audit.Entry) {
+	k.mu.Lock()
+	k.kept = append(k.kept, *e)
+	k.mu.Unlock()
+}
+
+func (k *keptEntries) entries() []audit.Entry {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return append([]audit.Entry(nil), k.kept...)
+}
+
+func (k *keptEntries) reasons() []string {
+	var rs []string
+	for _, e := range k.entries() {
+		rs = append(rs, e.Reason)
+	}
+	return rs
 }
 
 // TestAccessLogUnknownConsole_G3: with every console open to alice, an id that no console has is
