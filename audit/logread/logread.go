@@ -23,10 +23,11 @@ import (
 	"time"
 
 	"github.com/phase-console/fleet/audit"
+	"github.com/phase-console/fleet/audit/accesslog"
 )
 
-// FileName is the access log's name in <stateHome>/fleet.
-const FileName = "access.log"
+// FileName is the access log's name in <stateHome>/fleet, as its writer names it.
+const FileName = accesslog.FileName
 
 // backupTimeLayout is the time in a rotated file's name, as lumberjack v2 writes it (UTC, its
 // backupTimeFormat): access.log rotated at 22:01:02.345 is access-2026-12-01T22-01-02.345.log.
