@@ -46,9 +46,10 @@ func FleetDir(home string) string { return filepath.Join(home, "fleet") }
 
 // File names inside FleetDir.
 const (
-	TokenFile    = "fleet.token"
-	RegistryFile = "consoles.json"
-	AddrFile     = "supervisor.addr"
+	TokenFile        = "fleet.token"
+	MetricsTokenFile = "metrics.token" // the bearer of /fleet/v1/metrics alone (SPEC G4)
+	RegistryFile     = "consoles.json"
+	AddrFile         = "supervisor.addr"
 )
 
 // A ModeError says that path is too open or owned by someone else, and how to fix it.

@@ -81,6 +81,40 @@ func TestLoadOrCreateToken_F1(t *testing.T) {
 	}
 }
 
+// TestMetricsTokenIsItsOwn_G4: metrics.token is made as the fleet token is (0600, in a 0700
+// folder, kept across loads, a too-open one refused and left alone), and is never the fleet token.
+func TestMetricsTokenIsItsOwn_G4(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "fleet")
+	fleet, err := LoadOrCreateToken(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := LoadOrCreateTokenFile(dir, MetricsTokenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ParseToken([]byte(tok)); err != nil || tok == fleet {
+		t.Fatalf("metrics token well-formed: %v; equal to the fleet token: %v", err, tok == fleet)
+	}
+	path := filepath.Join(dir, MetricsTokenFile)
+	if st, _ := os.Stat(path); st.Mode().Perm() != 0o600 {
+		t.Fatalf("metrics.token mode %o", st.Mode().Perm())
+	}
+	if st, _ := os.Stat(dir); st.Mode().Perm() != 0o700 {
+		t.Fatalf("folder mode %o", st.Mode().Perm())
+	}
+	if again, err := LoadOrCreateTokenFile(dir, MetricsTokenFile); err != nil || again != tok {
+		t.Fatalf("second load = %v; want the same token", err)
+	}
+	os.Chmod(path, 0o640)
+	if _, err := LoadOrCreateTokenFile(dir, MetricsTokenFile); err == nil || !strings.Contains(err.Error(), "chmod 600 "+path) {
+		t.Fatalf("err = %v, want the chmod 600 fix", err)
+	}
+	if got, _ := os.ReadFile(path); strings.TrimSpace(string(got)) != tok {
+		t.Fatal("a too-open metrics.token was replaced")
+	}
+}
+
 func TestWriteFileAtomicKeepsOldOnFailure_F2(t *testing.T) {
 	dir := t.TempDir()
 	f := filepath.Join(dir, "x.json")

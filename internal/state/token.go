@@ -69,13 +69,20 @@ func readTokenStamped(path string) (string, fileStamp, error) {
 	return tok, stampOf(st, nil), nil
 }
 
-// LoadOrCreateToken returns the token in fleetDir, creating the folder and a fresh token file on
-// first use. An existing file that is too open or does not parse is an error; it is never replaced.
+// LoadOrCreateToken returns the fleet token in fleetDir, creating the folder and a fresh token
+// file on first use. An existing file that is too open or does not parse is an error; it is never
+// replaced.
 func LoadOrCreateToken(fleetDir string) (string, error) {
+	return LoadOrCreateTokenFile(fleetDir, TokenFile)
+}
+
+// LoadOrCreateTokenFile is LoadOrCreateToken for any token file of fleetDir (TokenFile,
+// MetricsTokenFile): the same folder rule, randomness, format, mode and atomic write.
+func LoadOrCreateTokenFile(fleetDir, name string) (string, error) {
 	if err := EnsureDir(fleetDir); err != nil {
 		return "", err
 	}
-	path := filepath.Join(fleetDir, TokenFile)
+	path := filepath.Join(fleetDir, name)
 	tok, err := ReadToken(path)
 	if !errors.Is(err, fs.ErrNotExist) {
 		return tok, err
