@@ -13,7 +13,8 @@ import (
 // maxRegistrationBody bounds a registration's JSON.
 const maxRegistrationBody = 16 << 10
 
-// serveAPI is /fleet/v1/… (SPEC S8): local callers only, with the fleet bearer.
+// serveAPI is /fleet/v1/… (SPEC S8): local callers only, with the fleet bearer — but
+// /fleet/v1/metrics, whose bearer is metrics.token's (G4, metrics.go).
 //
 // A refusal is logged like every other (S11); its body is JSON {"error":"<reason>","detail":"…"}
 // for a JSON client (wantsJSON), the HTML page otherwise.
@@ -21,6 +22,10 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, rawPath string
 	refuse := s.apiRefuser(w, r)
 	if throughServe(r) {
 		refuse(proxy.Refuse(http.StatusForbidden, "local-only", "the fleet API answers only on this machine, never through Tailscale Serve"))
+		return
+	}
+	if rawPath == metricsPath {
+		s.serveMetrics(w, r, refuse) // its own bearer, never the fleet token (G4)
 		return
 	}
 	if !s.bearerOK(r) {

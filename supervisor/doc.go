@@ -18,6 +18,9 @@
 //   - G1: the profile's access: section is in force from the first request and follows the
 //     file as reach: does (access.go; a refused section is access.ModeGrants), and the index
 //     lists only the consoles its caller may open (index.go).
+//   - G4: GET /fleet/v1/metrics, local only as the API, with metrics.token's bearer and never
+//     the fleet token; recorders() is the one list of what keeps the doors' answered requests
+//     (package audit), the metrics among them (metrics.go).
 //
 // It must never serve a door whose connections the tailnet.Verifier did not see accepted (every
 // listener's server takes its ConnContext, and each door is watched before its first accept), so

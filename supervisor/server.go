@@ -92,10 +92,13 @@ type Server struct {
 	accessLog *accesslog.Log       // <stateHome>/fleet/access.log (G3)
 	bgOnce    sync.Once            // starts the token watch, the probes and the reach door, once
 	closeOnce sync.Once
+
+	metrics metricsState // G4: the counts, metrics.token and /fleet/v1/metrics (metrics.go)
 }
 
-// New prepares the supervisor's folder (F1: created 0700; refused when too open), its token
-// (created on first start) and its registry. It listens on nothing yet.
+// New prepares the supervisor's folder (F1: created 0700; refused when too open), its tokens
+// (fleet.token and metrics.token, created on first start) and its registry. It listens on
+// nothing yet.
 func New(cfg Config) (*Server, error) {
 	if cfg.StateHome == "" {
 		return nil, errors.New("supervisor: no state folder")
@@ -138,6 +141,9 @@ func New(cfg Config) (*Server, error) {
 		registry: reg,
 		stop:     make(chan struct{}),
 		recent:   NewRecentActivity(),
+	}
+	if s.metrics, err = s.newMetrics(); err != nil {
+		return nil, err
 	}
 	if _, err := s.token.Current(); err != nil {
 		return nil, err
