@@ -22,7 +22,8 @@
 //     request on its TCP door (401 tcp-forwardable) — a FAIL while Serve publishes that door, a
 //     WARN while it publishes only the unix-socket door;
 //   - Funnel is off for the names that publish fleet;
-//   - the state folder and its files are private [F1], the token is well-formed;
+//   - the state folder and its files are private [F1], the tokens are well-formed, and
+//     metrics.token is not the fleet token [G4];
 //   - supervisor.addr is there, names a loopback address, and the supervisor there answers the
 //     fleet API with this folder's token (and so does the unix socket, when one is given);
 //   - who may open which console [G1]: the profile's access: section (a refused one is a FAIL:

@@ -173,6 +173,7 @@ func TestHealthy(t *testing.T) {
 	want(t, checks, "tailscaled proxy", OK, "no outbound proxy", "")
 	want(t, checks, "state folder", OK, "private", "")
 	want(t, checks, "fleet.token", OK, "well-formed", "")
+	want(t, checks, "metrics.token", OK, "well-formed", "")
 	want(t, checks, "supervisor", OK, "answering at 127.0.0.1:"+strconv.Itoa(port)+": 0 console(s)", "")
 	for _, c := range checks {
 		if strings.Contains(c.String(), "fix:") {
@@ -321,6 +322,43 @@ func TestStateFiles_F1(t *testing.T) {
 		os.WriteFile(tok, []byte(secretish+"\n"), 0o600)
 		checks := Run(context.Background(), Config{StateHome: home, LocalAPI: healthyTailscaled(contract.DefaultPort)})
 		want(t, checks, "fleet.token", Fail, "not one line of base64url", "move it away")
+		if strings.Contains(report(checks), secretish) {
+			t.Errorf("the report shows the token file's contents")
+		}
+	})
+	t.Run("G4 metrics.token too open", func(t *testing.T) {
+		home := newHome(t)
+		startSupervisor(t, home)
+		mt := filepath.Join(state.FleetDir(home), state.MetricsTokenFile)
+		os.Chmod(mt, 0o640)
+		checks := Run(context.Background(), Config{StateHome: home, LocalAPI: healthyTailscaled(contract.DefaultPort)})
+		want(t, checks, "metrics.token", Fail, "group- or world-accessible (mode 0640)", "chmod 600 "+mt)
+		want(t, checks, "fleet.token", OK, "well-formed", "")
+	})
+	t.Run("G4 metrics.token missing", func(t *testing.T) {
+		home := newHome(t)
+		startSupervisor(t, home)
+		os.Remove(filepath.Join(state.FleetDir(home), state.MetricsTokenFile))
+		checks := Run(context.Background(), Config{StateHome: home, LocalAPI: healthyTailscaled(contract.DefaultPort)})
+		want(t, checks, "metrics.token", Warn, "does not exist yet", "restart fleet serve")
+	})
+	t.Run("G4 metrics.token holds the fleet token", func(t *testing.T) {
+		home := newHome(t)
+		startSupervisor(t, home)
+		dir := state.FleetDir(home)
+		fleet, _ := os.ReadFile(filepath.Join(dir, state.TokenFile))
+		os.WriteFile(filepath.Join(dir, state.MetricsTokenFile), fleet, 0o600)
+		checks := Run(context.Background(), Config{StateHome: home, LocalAPI: healthyTailscaled(contract.DefaultPort)})
+		want(t, checks, "metrics.token", Fail, "holds the fleet token", "move it away")
+		noToken(t, home, checks)
+	})
+	t.Run("G4 metrics.token malformed", func(t *testing.T) {
+		home := newHome(t)
+		startSupervisor(t, home)
+		secretish := "not-a-token but secret-looking"
+		os.WriteFile(filepath.Join(state.FleetDir(home), state.MetricsTokenFile), []byte(secretish+"\n"), 0o600)
+		checks := Run(context.Background(), Config{StateHome: home, LocalAPI: healthyTailscaled(contract.DefaultPort)})
+		want(t, checks, "metrics.token", Fail, "not one line of base64url", "move it away")
 		if strings.Contains(report(checks), secretish) {
 			t.Errorf("the report shows the token file's contents")
 		}

@@ -3,6 +3,7 @@ package doctor
 // The state files (SPEC F1).
 
 import (
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -51,6 +52,8 @@ func (r *run) checkState() {
 		r.add(OK, "fleet.token", tokPath+" is private (0600) and well-formed", "")
 	}
 
+	r.checkMetricsToken(fleetDir, tok)
+
 	regPath := filepath.Join(fleetDir, state.RegistryFile)
 	data, err := state.ReadPrivateFile(regPath)
 	switch {
@@ -62,6 +65,31 @@ func (r *run) checkState() {
 		r.add(Fail, "consoles.json", regPath+" does not parse; fleet serve refuses to start with it", "repair it, or move it away (consoles register again when they start)")
 	default:
 		r.add(OK, "consoles.json", regPath+" is private (0600)", "")
+	}
+}
+
+// checkMetricsToken is metrics.token (G4): private and well-formed like the fleet token, and
+// never equal to it (the endpoint refuses the fleet token, so such a scraper is always refused).
+// fleet is the fleet token, or "" when it could not be read.
+func (r *run) checkMetricsToken(fleetDir, fleet string) {
+	const name = "metrics.token"
+	path := filepath.Join(fleetDir, state.MetricsTokenFile)
+	tok, err := state.ReadToken(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		r.add(Warn, name, path+" does not exist yet", "restart fleet serve once to create it")
+	case err != nil:
+		var me *state.ModeError
+		if errors.As(err, &me) {
+			r.add(Fail, name, errText(err), fixOf(err, ""))
+		} else {
+			// ReadToken's errors never contain the token.
+			r.add(Fail, name, err.Error(), "move it away and restart fleet serve: a new one is made; give it to the scraper")
+		}
+	case fleet != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(fleet)) == 1:
+		r.add(Fail, name, path+" holds the fleet token, which /fleet/v1/metrics never takes", "move it away and restart fleet serve: a new one is made; give it to the scraper")
+	default:
+		r.add(OK, name, path+" is private (0600) and well-formed", "")
 	}
 }
 
