@@ -132,8 +132,9 @@ func TestListenLoopbackOnly_S1(t *testing.T) {
 	}
 }
 
-// TestFreshStateFolder_F1: the first start creates the folder 0700 and the token 0600 (one line,
-// base64url, at least 32 bytes); the registry is written 0600 on the first registration.
+// TestFreshStateFolder_F1: the first start creates the folder 0700 and the tokens (fleet.token,
+// metrics.token) 0600 (one line, base64url, at least 32 bytes); the registry is written 0600 on
+// the first registration.
 func TestFreshStateFolder_F1(t *testing.T) {
 	home := filepath.Join(t.TempDir(), "state")
 	srv, err := newServer(t, home, nil)
@@ -145,10 +146,11 @@ func TestFreshStateFolder_F1(t *testing.T) {
 	}
 	dir := state.FleetDir(home)
 	for path, want := range map[string]os.FileMode{
-		home:                                   0o700,
-		dir:                                    0o700,
-		filepath.Join(dir, state.TokenFile):    0o600,
-		filepath.Join(dir, state.RegistryFile): 0o600,
+		home:                                0o700,
+		dir:                                 0o700,
+		filepath.Join(dir, state.TokenFile): 0o600,
+		filepath.Join(dir, state.MetricsTokenFile): 0o600,
+		filepath.Join(dir, state.RegistryFile):     0o600,
 	} {
 		st, err := os.Stat(path)
 		if err != nil || st.Mode().Perm() != want {
@@ -235,6 +237,8 @@ func TestTooOpenRefusedAtStart_F1(t *testing.T) {
 		{"F1 token file 0644", state.TokenFile, 0o644},
 		{"F1 token file 0640", state.TokenFile, 0o640},
 		{"F1 token file 0604", state.TokenFile, 0o604},
+		{"F1 G4 metrics.token 0644", state.MetricsTokenFile, 0o644},
+		{"F1 G4 metrics.token 0604", state.MetricsTokenFile, 0o604},
 		{"F1 registry 0644", state.RegistryFile, 0o644},
 		{"F1 registry 0660", state.RegistryFile, 0o660},
 	} {
@@ -290,6 +294,8 @@ func TestUnparsableFilesNeverReplaced_F2(t *testing.T) {
 		{"F2 token too short", state.TokenFile, "short\n"},
 		{"F2 token empty", state.TokenFile, ""},
 		{"F2 token two lines", state.TokenFile, strings.Repeat("A", 43) + "\n" + strings.Repeat("B", 43) + "\n"},
+		{"F2 G4 metrics.token too short", state.MetricsTokenFile, "short\n"},
+		{"F2 G4 metrics.token empty", state.MetricsTokenFile, ""},
 	}
 	for _, row := range rows {
 		t.Run(row.name, func(t *testing.T) {
@@ -336,7 +342,9 @@ func TestRegistryWritesLeaveNoTempFiles_F2(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, e := range entries {
-		if e.Name() != state.TokenFile && e.Name() != state.RegistryFile && e.Name() != state.AddrFile {
+		switch e.Name() {
+		case state.TokenFile, state.MetricsTokenFile, state.RegistryFile, state.AddrFile:
+		default:
 			t.Errorf("left behind in %s: %s", dir, e.Name())
 		}
 	}

@@ -81,30 +81,6 @@ func TestMetricsToken_G4(t *testing.T) {
 	}
 }
 
-// TestMetricsTokenTooOpenRefusedAtStart_G4: a metrics.token that group or world can read stops
-// fleet serve with the chmod that fixes it, and is left as it was (F1).
-func TestMetricsTokenTooOpenRefusedAtStart_G4(t *testing.T) {
-	home := filepath.Join(t.TempDir(), "state")
-	fleetDir := state.FleetDir(home)
-	if err := state.EnsureDir(fleetDir); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(fleetDir, state.MetricsTokenFile)
-	tok, _ := state.NewToken()
-	os.WriteFile(path, []byte(tok+"\n"), 0o644)
-	os.Chmod(path, 0o644)
-	_, err := New(Config{StateHome: home, TailscaledUID: os.Getuid()})
-	if err == nil || !strings.Contains(err.Error(), "chmod 600 "+path) {
-		t.Fatalf("New = %v, want the chmod 600 fix for %s", err, path)
-	}
-	if strings.Contains(err.Error(), tok) {
-		t.Error("the error shows the token")
-	}
-	if got, _ := os.ReadFile(path); string(got) != tok+"\n" {
-		t.Error("a too-open metrics.token was replaced")
-	}
-}
-
 // TestMetricsEndpoint_G4: with metrics.token's bearer a local caller reads the Prometheus text
 // format, with what the doors recorded and the registry's consoles in it.
 func TestMetricsEndpoint_G4(t *testing.T) {
