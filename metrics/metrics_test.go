@@ -385,7 +385,7 @@ func TestReasonWordsCoverContract_G4(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	row := regexp.MustCompile("(?m)^\\| [1-5][0-9][0-9] \\| ([^|]+)\\|")
+	row := regexp.MustCompile(`(?m)^\| [1-5][0-9][0-9] \| ([^|]+)\|`)
 	word := regexp.MustCompile("`([a-z-]+)`")
 	found := 0
 	for _, r := range row.FindAllStringSubmatch(string(doc), -1) {
