@@ -878,6 +878,7 @@ func TestTailnet(t *testing.T) {
 			"funnel":           doctor.OK,
 			"state folder":     doctor.OK,
 			"fleet.token":      doctor.OK,
+			"metrics.token":    doctor.OK,
 			"supervisor":       doctor.OK,
 		}
 		for _, c := range checks {
