@@ -21,12 +21,15 @@ func (s *Server) openAudit() error {
 	return nil
 }
 
-// recorders is the one list of what keeps the doors' entries: the index's recent activity and the
-// access log (G3). The metrics (G4) are added here, beside them; each Record returns at once.
+// recorders is the one list of what keeps the doors' entries: the index's recent activity, the
+// metrics (G4) and the access log (G3); each Record returns at once.
 func (s *Server) recorders(accessLog audit.Recorder) audit.Recorders {
 	var rs audit.Recorders
 	if s.recent != nil {
 		rs = append(rs, s.recent)
+	}
+	if s.metrics.counts != nil {
+		rs = append(rs, s.metrics.counts)
 	}
 	if accessLog != nil {
 		rs = append(rs, accessLog)

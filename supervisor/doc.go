@@ -19,7 +19,7 @@
 //     file as reach: does (access.go; a refused section is access.ModeGrants), and the index
 //     lists only the consoles its caller may open (index.go).
 //   - G4: GET /fleet/v1/metrics, local only as the API, with metrics.token's bearer and never
-//     the fleet token; recorders() is the one list of what keeps the doors' answered requests
+//     the fleet token; recorders (audit.go) is the one list of what keeps the doors' answered requests
 //     (package audit), the metrics among them (metrics.go).
 //
 // It must never serve a door whose connections the tailnet.Verifier did not see accepted (every

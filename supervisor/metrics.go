@@ -4,14 +4,13 @@ import (
 	"net/http"
 	"path/filepath"
 
-	"github.com/phase-console/fleet/audit"
 	"github.com/phase-console/fleet/contract"
 	"github.com/phase-console/fleet/internal/state"
 	"github.com/phase-console/fleet/metrics"
 	"github.com/phase-console/fleet/proxy"
 )
 
-// This file is what the supervisor keeps of the requests its doors answered (package audit) and
+// This file is the metrics the supervisor keeps of the requests its doors answered (package audit) and
 // GET /fleet/v1/metrics (SPEC G4): local only, as the rest of the API (serveAPI's check), with
 // the bearer in metrics.token — a credential that reads metrics and nothing else, so a scraper
 // never holds the fleet token, which asserts any login. The fleet token is never taken here, even
@@ -26,15 +25,6 @@ type metricsState struct {
 	token   *state.Token // follows metrics.token
 	handler http.Handler // counts' exposition
 }
-
-// recorders is every consumer of the doors' answered requests, in the order each gets an entry.
-func (s *Server) recorders() audit.Recorders {
-	return audit.Recorders{s.metrics.counts}
-}
-
-// accessLogDropped is how many access-log lines (G3) were lost, for
-// fleet_access_log_dropped_total: the access log's writer counts them; without one, none were.
-func (s *Server) accessLogDropped() uint64 { return 0 }
 
 // newMetrics makes metrics.token at first start, as the fleet token is made (F1, F2), and the
 // metrics, which read the registry, the device register and the access log at scrape time.
@@ -59,7 +49,7 @@ func (s *Server) newMetrics() (metricsState, error) {
 			return out
 		},
 		Devices: func() int { return s.ReachStatus().Devices },
-		Dropped: s.accessLogDropped,
+		Dropped: s.AccessLogDropped,
 		Log:     s.log,
 	})
 	return metricsState{counts: counts, token: tok, handler: counts.Handler()}, nil

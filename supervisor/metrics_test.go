@@ -87,7 +87,7 @@ func TestMetricsEndpoint_G4(t *testing.T) {
 	d := startDoor(t)
 	d.addConsole(t, "beta")
 	d.srv.registry.probes.Wait()
-	rec := d.srv.recorders()
+	rec := d.srv.auditRecorder()
 	for range 3 {
 		rec.Record(&audit.Entry{Door: audit.DoorLoopback, Console: "alpha", Status: 200, Duration: time.Millisecond, Identified: true})
 	}
