@@ -35,7 +35,10 @@
 //     a body without the idle timeout. Operational errors are logged at warning level.
 //   - R9: no console's answer — a 103 Early Hints included — sets one of fleet's own cookies
 //     (named, or nameless with such a value) nor speaks for the whole origin (ScrubConsoleAnswer).
-//   - S12: a request whose Origin is not its own origin is 403 cross-origin (CheckOrigin).
+//   - S12: a request whose Origin is not its own origin is 403 cross-origin (CheckOrigin), with
+//     one exception (SPEC G2): a GET of exactly "/" for JSON whose one Origin the door's
+//     PeerOrigins allows goes to the door's pages, every answer to it naming that Origin in
+//     Access-Control-Allow-Origin, with Vary: Origin. A console path never is one.
 //
 // The names, the folding of header names, the console-id grammar and the same-origin rule are
 // package contract's, shared with the console library; this package applies them on the hop.

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -55,6 +56,41 @@ type Door struct {
 	Name string
 	// Now is the clock of what it records (arrival, duration); nil: time.Now. Tests pass a fake.
 	Now func() time.Time
+	// PeerOrigins, if not nil, is the one exception to S12 (SPEC G2). It is asked only about a
+	// request that S12 would refuse and that is a peer's read of the index: GET of exactly "/"
+	// (no query), no upgrade, an Accept that names application/json (WantsJSON), exactly one
+	// Origin. When it allows that Origin, the request goes to Pages instead, with PeerOrigin(r)
+	// naming it, and every answer to it — a refusal too — carries
+	// Access-Control-Allow-Origin naming exactly that Origin and Vary: Origin. Anything else
+	// with a foreign Origin stays 403 cross-origin.
+	PeerOrigins PeerOriginJudge
+}
+
+// A PeerOriginJudge says whether the Origin of a peer's read of the index may read the answer
+// (SPEC G2). Any error must be false.
+type PeerOriginJudge interface {
+	AllowsPeerOrigin(r *http.Request) bool
+}
+
+// WantsJSON reports whether r asks for JSON: one of its Accept lines names application/json.
+// The Door's peer read (PeerOrigins) and the index's choice of JSON over HTML use it alike.
+func WantsJSON(r *http.Request) bool {
+	for _, v := range r.Header.Values("Accept") {
+		if strings.Contains(strings.ToLower(v), "application/json") {
+			return true
+		}
+	}
+	return false
+}
+
+type peerOriginKey struct{}
+
+// PeerOrigin returns the Origin that the Door allowed to read the answer to r (Door.PeerOrigins),
+// and true; false for every other request. A page that sees true answers only what SPEC G2 lets
+// a peer's page read.
+func PeerOrigin(r *http.Request) (string, bool) {
+	o, ok := r.Context().Value(peerOriginKey{}).(string)
+	return o, ok && o != ""
 }
 
 // A HostAdmitter is a door's own Host admission: nil admits r, a Refusal (421 host) refuses it.
@@ -107,7 +143,8 @@ type TokenSource interface {
 //     bad-path, a hooks path 403 hooks — before the upgrade and Origin checks, so hooks answers
 //     whatever else r carries;
 //  5. S9: an upgrade other than WebSocket is 400 bad-upgrade;
-//  6. S12: an Origin that is not r's own origin is 403 cross-origin; then the door's Site;
+//  6. S12: an Origin that is not r's own origin is 403 cross-origin — but for the one peer read
+//     of the index that PeerOrigins allows (SPEC G2) —; then the door's Site;
 //
 // then a request that is not for a console goes to Pages, "/c/<id>" is 308 to "/c/<id>/", and a
 // console request goes on:
@@ -143,6 +180,13 @@ func (d *Door) serve(w http.ResponseWriter, r *http.Request) {
 		// A page may answer without reading a body (a refusal, the index): none is left to
 		// net/http's reading with no deadline, whatever the page does (unreadBody).
 		defer AnswerItself(w, r)()
+		if v.peerOrigin != "" { // SPEC G2: the page's answer, a refusal too, names the Origin
+			h := w.Header()
+			h.Set("Access-Control-Allow-Origin", v.peerOrigin)
+			h.Add("Vary", "Origin")
+			h.Set("Access-Control-Expose-Headers", "X-Fleet-Reason")
+			r = r.WithContext(context.WithValue(r.Context(), peerOriginKey{}, v.peerOrigin))
+		}
 		d.Pages.ServeHTTP(w, r)
 	default:
 		if a != nil {
@@ -163,6 +207,8 @@ type verdict struct {
 	// once identified, whatever the verdict.
 	route  Route
 	caller Caller
+	// peerOrigin, for a page, is the Origin that PeerOrigins allowed (SPEC G2), else "".
+	peerOrigin string
 }
 
 // Judge is ServeHTTP's judgement of r — the same code, in the same order — writing nothing and
@@ -274,9 +320,13 @@ func (d *Door) judge(r *http.Request) verdict {
 	if ref := CheckUpgrade(r); ref != nil { // S9
 		return verdict{refusal: ref}
 	}
+	peerOrigin := ""
 	if len(r.Header["Origin"]) != 0 { // S12
 		if ref := CheckOrigin(r, RequestProto(r, d.FromServe)); ref != nil {
-			return verdict{refusal: ref}
+			if isConsole || !d.peerRead(r) {
+				return verdict{refusal: ref}
+			}
+			peerOrigin = r.Header.Get("Origin") // G2: the one exception
 		}
 	}
 	if d.Site != nil {
@@ -286,13 +336,22 @@ func (d *Door) judge(r *http.Request) verdict {
 	}
 	switch {
 	case !isConsole && d.Pages != nil:
-		return verdict{page: true}
+		return verdict{page: true, peerOrigin: peerOrigin}
 	case !isConsole:
 		return verdict{refusal: Refuse(http.StatusNotFound, "not-found", "no such page")}
 	case redirect != nil:
 		return verdict{redirect: redirect.Detail}
 	}
 	return d.judgeConsole(r, route)
+}
+
+// peerRead reports whether r, which S12 refuses, is the one cross-origin request that may be
+// answered (SPEC G2): a GET of exactly "/" for JSON, no upgrade, one Origin, that PeerOrigins
+// allows.
+func (d *Door) peerRead(r *http.Request) bool {
+	return d.PeerOrigins != nil && r.Method == http.MethodGet && r.RequestURI == "/" &&
+		len(r.Header["Upgrade"]) == 0 && len(r.Header.Values("Origin")) == 1 && WantsJSON(r) &&
+		d.PeerOrigins.AllowsPeerOrigin(r)
 }
 
 // judgeConsole is /c/<id>/… with its path judged (S7): refuse the methods the hop cannot carry,

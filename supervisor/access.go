@@ -44,6 +44,7 @@ func (s *Server) reloadAccess() {
 	}
 	changed := set.Mode != as.settings.Mode
 	s.tailnet.SetAccess(set.Mode)
+	s.tailnet.SetFleetPeers(set.FleetPeers)
 	as.settings = set
 	if why != as.why && why != "" {
 		attrs := []any{"why", why, "mode", string(set.Mode)}

@@ -29,6 +29,8 @@ func (s *Server) newDoor() *proxy.Door {
 		Audit:     s.auditRecorder(),
 		Name:      audit.DoorLoopback, // the TCP and the unix-socket door alike (G3)
 		Now:       s.cfg.Now,
+		// G2: another machine of the caller's own may read the index's JSON (package tailnet).
+		PeerOrigins: s.tailnet,
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"html/template"
 	"net/http"
 	"slices"
-	"strings"
 
 	"github.com/phase-console/fleet/proxy"
 )
@@ -43,7 +42,12 @@ func (s *Server) serveIndex(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	consoles := slices.DeleteFunc(s.registry.List(), func(c ConsoleStatus) bool { return !grant.Allows(c.ID) })
-	if strings.Contains(r.Header.Get("Accept"), "application/json") {
+	if _, ok := proxy.PeerOrigin(r); ok {
+		s.servePeerIndex(w, r, consoles)
+		return
+	}
+	if proxy.WantsJSON(r) {
+		w.Header().Add("Vary", "Origin")
 		for i := range consoles {
 			consoles[i].Addr = "" // callers need the link, not the loopback port
 		}
@@ -56,4 +60,39 @@ func (s *Server) serveIndex(w http.ResponseWriter, r *http.Request) {
 	// The page shows the operator's login: no other site may frame it (S12's ambient identity).
 	proxy.SetPageHeaders(h, indexStyle)
 	indexPage.Execute(w, map[string]any{"Login": who.Login, "Consoles": consoles, "Recent": s.recent.Of(who.Login)})
+}
+
+// PeerConsole is one console as the index tells another machine's page (SPEC G2): its id, name,
+// health and link, nothing else.
+type PeerConsole struct {
+	ID     string `json:"id"`
+	Name   string `json:"name"`
+	Health Health `json:"health"`
+	Link   string `json:"link"` // https://<this machine's MagicDNS name>/c/<id>/, through its Serve
+}
+
+// PeerIndex is the index's answer to another machine's page (SPEC G2).
+type PeerIndex struct {
+	Consoles []PeerConsole `json:"consoles"`
+}
+
+// servePeerIndex answers the index's JSON to a page of another machine of the caller's own (the
+// Door allowed its Origin: proxy.PeerOrigin): the consoles the caller may open, by id, name,
+// health and a link through this machine's own Serve name; no login, no address.
+func (s *Server) servePeerIndex(w http.ResponseWriter, r *http.Request, consoles []ConsoleStatus) {
+	l, err := s.tailnet.Peers(r.Context())
+	if err != nil || l.Self == "" {
+		ref := proxy.Refuse(http.StatusUnauthorized, "unverified", "this machine's tailnet name is not known; is tailscaled running?")
+		if err != nil {
+			ref.LogDetail = err.Error()
+		}
+		proxy.WriteRefusal(w, r, s.log, ref)
+		return
+	}
+	out := PeerIndex{Consoles: make([]PeerConsole, 0, len(consoles))}
+	for _, c := range consoles {
+		out.Consoles = append(out.Consoles, PeerConsole{ID: c.ID, Name: c.Name, Health: c.Health,
+			Link: "https://" + l.Self + "/c/" + c.ID + "/"})
+	}
+	writeJSON(w, http.StatusOK, out)
 }

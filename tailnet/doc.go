@@ -24,8 +24,11 @@
 //     it, else the profile's access.mode (SetAccess) — judged after S5 and before the door
 //     looks the console up: 403 not-granted, the same for a console that does not exist.
 //
-// The discovery of the tailnet's other machines (G2, from tailscaled's status of peers) belongs
-// here too; it is not implemented.
+//   - G2 (fleetpeers.go): the tailnet's other machines, from tailscaled's status of peers
+//     (cached 5 s): their MagicDNS names under this machine's own suffix, owners and tags; and
+//     the one Origin that may read the index cross-origin — a peer of the caller's own login,
+//     or a tagged peer listed in access.fleet_peers (AllowsPeerOrigin). An empty or unknown
+//     suffix lists no peer and allows no Origin.
 //
 // It must never forward anything or write a response: it returns a proxy.Caller or a
 // proxy.Refusal, and the door writes it. The login it asserts is WhoIs's, never the caller's

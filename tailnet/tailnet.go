@@ -53,6 +53,9 @@ type Config struct {
 	// Log receives the warnings of a capability value that grants nothing because it is
 	// malformed. Nil: slog.Default().
 	Log *slog.Logger
+	// Peers lists the tailnet's peers (SPEC G2). Nil: LocalAPI, when it lists peers too (as
+	// *local.Client does); else no peer is ever listed and no Origin of a peer is allowed.
+	Peers PeerStatusAPI
 }
 
 // localAPITimeout bounds one LocalAPI call. WhoIs of an unknown ip:port takes ~360 ms in tailscaled.
@@ -77,6 +80,11 @@ type Verifier struct {
 	// tailnetMode: access.mode is tailnet, so a caller without the capability opens every
 	// console (SPEC G1); false is grants, and the zero Verifier's.
 	tailnetMode atomic.Bool
+	// peerAPI lists the tailnet's peers, cached in peers (SPEC G2, fleetpeers.go); fleetPeers
+	// is the profile's access.fleet_peers.
+	peerAPI    PeerStatusAPI
+	peers      peerCache
+	fleetPeers atomic.Pointer[[]string]
 
 	// One LocalAPI call at a time per question: parallel first requests share its answer.
 	whoisFlight  singleflight.Group[string, whoIsEntry]
@@ -113,6 +121,10 @@ func New(cfg Config) (*Verifier, error) {
 		forwards:      newForwardWatch(cfg.LocalAPI, cfg.TailscaledArgs, cfg.Now),
 		lookups:       make(chan struct{}, maxPeerLookups),
 		log:           cfg.Log,
+		peerAPI:       cfg.Peers,
+	}
+	if v.peerAPI == nil {
+		v.peerAPI, _ = cfg.LocalAPI.(PeerStatusAPI)
 	}
 	v.SetAccess(cfg.Access)
 	return v, nil

@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -18,6 +20,8 @@ import (
 	"tailscale.com/ipn"
 	"tailscale.com/ipn/ipnstate"
 	"tailscale.com/tailcfg"
+	"tailscale.com/types/key"
+	"tailscale.com/types/views"
 
 	"github.com/phase-console/fleet/internal/peercred"
 )
@@ -44,6 +48,41 @@ type FakeTailscaled struct {
 	// it fail.
 	Args     []string
 	ArgsDown bool
+
+	// SPEC G2: the status of peers (Status with peers). Suffix is this tailnet's MagicDNS
+	// suffix (default Suffix; "" for none); StatusPeers the peers it lists.
+	Suffix      string
+	StatusPeers []StatusPeer
+}
+
+// Suffix is the fake tailnet's MagicDNS suffix: TSName is "sup." + Suffix.
+const Suffix = "tail1234.ts.net"
+
+// A StatusPeer is a peer as tailscaled's status lists it (SPEC G2).
+type StatusPeer struct {
+	DNSName string // with its trailing dot, as tailscaled writes it: "box.tail1234.ts.net."
+	Login   string // its owner; for a tagged node, "tagged-devices"
+	Tags    []string
+	Online  bool
+	IP      string
+}
+
+// The machines of the tailnet's status that the G2 tests use (PeerMachines).
+const (
+	AliceBox  = "box." + Suffix  // another machine of Alice's
+	AliceOld  = "old." + Suffix  // Alice's, offline
+	BobBox    = "bobs." + Suffix // a colleague's machine under the same suffix
+	TaggedBox = "ci." + Suffix   // a tagged node
+)
+
+// PeerMachines is a status of peers: AliceBox, AliceOld (offline), BobBox and TaggedBox.
+func PeerMachines() []StatusPeer {
+	return []StatusPeer{
+		{DNSName: AliceBox + ".", Login: Alice, Online: true, IP: "100.101.102.110"},
+		{DNSName: AliceOld + ".", Login: Alice, Online: false, IP: "100.101.102.111"},
+		{DNSName: BobBox + ".", Login: Bob, Online: true, IP: "100.101.102.112"},
+		{DNSName: TaggedBox + ".", Login: "tagged-devices", Tags: []string{"tag:ci"}, Online: true, IP: TaggedIP},
+	}
 }
 
 // A FakePeer is a tailnet node as WhoIs describes it.
@@ -55,7 +94,7 @@ type FakePeer struct {
 
 // NewFakeTailscaled knows Alice, Bob and Jürgen, and a tagged node at TaggedIP.
 func NewFakeTailscaled() *FakeTailscaled {
-	return &FakeTailscaled{Peers: map[string]FakePeer{
+	return &FakeTailscaled{Suffix: Suffix, Peers: map[string]FakePeer{
 		AliceIP:  {Login: Alice},
 		BobIP:    {Login: Bob},
 		JurgenIP: {Login: Jurgen},
@@ -138,13 +177,40 @@ func (f *FakeTailscaled) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		json.NewEncoder(w).Encode(f.Serve)
 	case "/localapi/v0/status":
-		json.NewEncoder(w).Encode(&ipnstate.Status{
+		st := &ipnstate.Status{
 			Version:      "1.102.5",
 			TUN:          f.TUN,
 			BackendState: "Running",
 			TailscaleIPs: []netip.Addr{netip.MustParseAddr(SelfIP)},
 			Self:         &ipnstate.PeerStatus{DNSName: TSName + ".", HostName: "sup"},
-		})
+		}
+		if f.Suffix != "" {
+			st.CurrentTailnet = &ipnstate.TailnetStatus{Name: "example.com", MagicDNSSuffix: f.Suffix, MagicDNSEnabled: true}
+		}
+		if r.URL.Query().Get("peers") != "false" {
+			st.Peer = map[key.NodePublic]*ipnstate.PeerStatus{}
+			st.User = map[tailcfg.UserID]tailcfg.UserProfile{}
+			users := map[string]tailcfg.UserID{}
+			for i, p := range f.StatusPeers {
+				uid, ok := users[p.Login]
+				if !ok {
+					uid = tailcfg.UserID(len(users) + 1)
+					users[p.Login] = uid
+					st.User[uid] = tailcfg.UserProfile{ID: uid, LoginName: p.Login}
+				}
+				ps := &ipnstate.PeerStatus{ID: tailcfg.StableNodeID(fmt.Sprint("n", i)), DNSName: p.DNSName,
+					HostName: strings.Split(p.DNSName, ".")[0], UserID: uid, Online: p.Online}
+				if p.IP != "" {
+					ps.TailscaleIPs = []netip.Addr{netip.MustParseAddr(p.IP)}
+				}
+				if p.Tags != nil {
+					tags := views.SliceOf(p.Tags)
+					ps.Tags = &tags
+				}
+				st.Peer[key.NewNode().Public()] = ps
+			}
+		}
+		json.NewEncoder(w).Encode(st)
 	default:
 		http.NotFound(w, r)
 	}
