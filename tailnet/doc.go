@@ -23,7 +23,6 @@
 //     phase-console.dev/cap/fleet in WhoIs's CapMap, read once per WhoIs answer and cached with
 //     it, else the profile's access.mode (SetAccess) — judged after S5 and before the door
 //     looks the console up: 403 not-granted, the same for a console that does not exist.
-//
 //   - G2 (fleetpeers.go): the tailnet's other machines, from tailscaled's status of peers
 //     (cached 5 s): their MagicDNS names under this machine's own suffix, owners and tags; and
 //     the one Origin that may read the index cross-origin — a peer of the caller's own login,
