@@ -42,6 +42,8 @@ func (s *Server) servePage(w http.ResponseWriter, r *http.Request) {
 		s.serveAPI(w, r, rawPath)
 	case rawPath == "/":
 		s.serveIndex(w, r)
+	case rawPath == peersScriptPath:
+		s.servePeersScript(w, r)
 	default:
 		proxy.WriteRefusal(w, r, s.log, proxy.Refuse(http.StatusNotFound, "not-found", "no such page"))
 	}

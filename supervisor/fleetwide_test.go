@@ -220,3 +220,103 @@ func TestPeerIndexFailsClosed_G2(t *testing.T) {
 		}
 	})
 }
+
+// alicesPage is alice's GET of the HTML index.
+func alicesPage() string {
+	return peerRead("GET", "/", "", doortest.AliceIP, doortest.Alice, "Accept: text/html")
+}
+
+// peerSection is the page contract's opening tag of a peer's section, before its script runs.
+func peerSection(name string) string {
+	return `<section class="peer" data-origin="https://` + name + `" data-state="loading">`
+}
+
+// TestIndexPeerSections_G2: the index lists this machine's consoles at once, and a section for
+// each of the caller's own online machines (and each listed tagged one), which its one
+// same-origin script fills; the page may run only that script and ask only those origins.
+func TestIndexPeerSections_G2(t *testing.T) {
+	t.Run("G2 the caller's own online machines", func(t *testing.T) {
+		d := peersDoor(t, "")
+		r := d.Raw(alicesPage())
+		if r.Status != 200 {
+			t.Fatalf("index: %d %q", r.Status, r.Reason)
+		}
+		for _, want := range []string{peerSection(doortest.AliceBox), `<script src="/fleet-peers.js" defer></script>`,
+			`<a href="/c/alpha/" data-console-id="alpha">`, `data-console-id="build-1"`} {
+			if !strings.Contains(r.Body, want) {
+				t.Errorf("page lacks %s:\n%s", want, r.Body)
+			}
+		}
+		for _, not := range []string{doortest.AliceOld, doortest.BobBox, doortest.TaggedBox, `data-console-id="beta"`} {
+			if strings.Contains(r.Body, not) {
+				t.Errorf("page shows %s", not)
+			}
+		}
+		if n := strings.Count(r.Body, `<section class="peer"`); n != 1 {
+			t.Errorf("%d peer sections, want 1", n)
+		}
+		csp := r.Header.Get("Content-Security-Policy")
+		if !strings.HasSuffix(csp, "; script-src 'self'; connect-src https://"+doortest.AliceBox) || strings.Contains(csp, "unsafe") {
+			t.Errorf("Content-Security-Policy %q", csp)
+		}
+	})
+	t.Run("G2 a listed tagged peer", func(t *testing.T) {
+		d := peersDoor(t, "access:\n  fleet_peers: [ci]\n")
+		r := d.Raw(alicesPage())
+		if !strings.Contains(r.Body, peerSection(doortest.AliceBox)) || !strings.Contains(r.Body, peerSection(doortest.TaggedBox)) {
+			t.Fatalf("page lacks a section:\n%s", r.Body)
+		}
+		if csp := r.Header.Get("Content-Security-Policy"); !strings.HasSuffix(csp, "connect-src https://"+doortest.AliceBox+" https://"+doortest.TaggedBox) {
+			t.Errorf("Content-Security-Policy %q", csp)
+		}
+	})
+	t.Run("G2 no peers: own consoles at once, no script", func(t *testing.T) {
+		d := peersDoor(t, "")
+		d.tailnet.Set(func(f *doortest.FakeTailscaled) { f.StatusPeers = nil })
+		r := d.Raw(alicesPage())
+		if r.Status != 200 || !strings.Contains(r.Body, `data-console-id="alpha"`) {
+			t.Fatalf("index: %d %q\n%s", r.Status, r.Reason, r.Body)
+		}
+		if strings.Contains(r.Body, "<script") || strings.Contains(r.Body, `class="peer"`) ||
+			strings.Contains(r.Header.Get("Content-Security-Policy"), "script-src") {
+			t.Errorf("a page without peers has a script or a peer section:\n%s", r.Body)
+		}
+	})
+	t.Run("G2 no MagicDNS suffix: own consoles, and why", func(t *testing.T) {
+		d := peersDoor(t, "")
+		d.tailnet.Set(func(f *doortest.FakeTailscaled) { f.Suffix = "" })
+		r := d.Raw(alicesPage())
+		if r.Status != 200 || !strings.Contains(r.Body, `data-console-id="alpha"`) || !strings.Contains(r.Body, "no MagicDNS suffix") {
+			t.Fatalf("index: %d %q\n%s", r.Status, r.Reason, r.Body)
+		}
+		if strings.Contains(r.Body, "<script") || strings.Contains(r.Body, `class="peer"`) {
+			t.Errorf("page without a suffix has peers:\n%s", r.Body)
+		}
+	})
+	t.Run("S5 tailscaled down: refused, and the page says why", func(t *testing.T) {
+		d := peersDoor(t, "")
+		d.tailnet.Set(func(f *doortest.FakeTailscaled) { f.Down = true })
+		r := d.WantRejected(t, alicesPage(), http.StatusUnauthorized, "unverified")
+		if !strings.Contains(r.Body, "cannot reach tailscaled") {
+			t.Errorf("refusal page does not say why: %s", r.Body)
+		}
+	})
+}
+
+// TestPeersScript_G2: the index's script is served by this door, as a script, and asks each
+// peer without credentials, with a 2 s limit, as the page contract says.
+func TestPeersScript_G2(t *testing.T) {
+	d := peersDoor(t, "")
+	r := d.Raw(peerRead("GET", "/fleet-peers.js", "", doortest.AliceIP, doortest.Alice))
+	if r.Status != 200 || r.Header.Get("Content-Type") != "text/javascript; charset=utf-8" ||
+		r.Header.Get("X-Content-Type-Options") != "nosniff" {
+		t.Fatalf("script: %d %q %v", r.Status, r.Reason, r.Header)
+	}
+	for _, want := range []string{`credentials: "omit"`, `Accept: "application/json"`, "timeoutMs = 2000", "AbortController",
+		`"section.peer[data-origin]"`, `"data-console-id"`, `a.className = "console"`, `"no-answer"`, `"refused"`, `"answered"`} {
+		if !strings.Contains(r.Body, want) {
+			t.Errorf("script lacks %s", want)
+		}
+	}
+	d.WantRejected(t, peerRead("POST", "/fleet-peers.js", "", doortest.AliceIP, doortest.Alice, "Content-Length: 0"), http.StatusMethodNotAllowed, "method")
+}
