@@ -84,7 +84,7 @@ func peersWorld(t *testing.T, st *ipnstate.Status, handlers map[string]http.Hand
 			var d net.Dialer
 			return d.DialContext(ctx, "tcp", addr)
 		},
-		tls: conf,
+		tls:       conf,
 		stopwatch: func() func() time.Duration { return func() time.Duration { return 7 * time.Millisecond } },
 	}
 	t.Cleanup(func() { peersTestEnv = nil })
