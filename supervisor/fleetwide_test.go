@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -319,4 +320,82 @@ func TestPeersScript_G2(t *testing.T) {
 		}
 	}
 	d.WantRejected(t, peerRead("POST", "/fleet-peers.js", "", doortest.AliceIP, doortest.Alice, "Content-Length: 0"), http.StatusMethodNotAllowed, "method")
+}
+
+// TestPeersScriptLogic_G2: the index's script, run by node against a fake page and a scripted
+// fetch: it asks every section's origin without credentials, fills an answer with the page
+// contract's links (built from the section's own origin, never the answer's), marks a fleet's
+// refusal, and collapses everything else as no answer once the 2 s limit is reached.
+func TestPeersScriptLogic_G2(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("no node to run the script with")
+	}
+	origins := []string{"https://box.t.ts.net", "https://ci.t.ts.net", "https://nas.t.ts.net", "https://slow.t.ts.net", "https://odd.t.ts.net"}
+	answers := map[string]any{
+		"https://box.t.ts.net": map[string]any{"status": 200, "body": map[string]any{"consoles": []any{
+			map[string]any{"id": "alpha", "name": "Alpha", "health": "up", "link": "javascript:alert(1)"},
+			map[string]any{"id": "Bad Id", "name": "x"},
+			map[string]any{"id": "build-1", "name": "", "health": "sideways"},
+		}}},
+		"https://ci.t.ts.net":   map[string]any{"status": 403, "reason": "tagged-node"},
+		"https://nas.t.ts.net":  "fail",
+		"https://slow.t.ts.net": "hang",
+		"https://odd.t.ts.net":  map[string]any{"status": 200, "body": map[string]any{"hello": 1}},
+	}
+	o, _ := json.Marshal(origins)
+	a, _ := json.Marshal(answers)
+	out, err := exec.Command(node, "testdata/peers_script_harness.js", "assets/peers.js", string(o), string(a)).Output()
+	if err != nil {
+		t.Fatalf("node: %v", err)
+	}
+	type link struct{ Cls, ID, Href, Name string }
+	var got struct {
+		Sections []struct {
+			Origin, State, Label string
+			Collapsed            bool
+			Links                []link
+		}
+		Asked []struct {
+			URL, Credentials, Accept, Mode string
+		}
+		NoAnswerShown bool
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("%s: %v", out, err)
+	}
+	if len(got.Asked) != len(origins) {
+		t.Fatalf("asked %d origins, want %d", len(got.Asked), len(origins))
+	}
+	for _, q := range got.Asked {
+		if q.Credentials != "omit" || q.Accept != "application/json" || q.Mode != "cors" || !strings.HasSuffix(q.URL, ".ts.net/") {
+			t.Errorf("asked %+v", q)
+		}
+	}
+	want := map[string]struct {
+		state     string
+		collapsed bool
+		links     []link
+	}{
+		"https://box.t.ts.net": {"answered", false, []link{
+			{"console", "alpha", "https://box.t.ts.net/c/alpha/", "Alpha"},
+			{"console", "build-1", "https://box.t.ts.net/c/build-1/", "build-1"},
+		}},
+		"https://ci.t.ts.net":   {"refused", false, nil},
+		"https://nas.t.ts.net":  {"no-answer", true, nil},
+		"https://slow.t.ts.net": {"no-answer", true, nil},
+		"https://odd.t.ts.net":  {"no-answer", true, nil},
+	}
+	for _, s := range got.Sections {
+		w := want[s.Origin]
+		if s.State != w.state || s.Collapsed != w.collapsed || !reflect.DeepEqual(s.Links, w.links) && len(w.links)+len(s.Links) > 0 {
+			t.Errorf("%s: %s collapsed=%v %+v, want %s collapsed=%v %+v", s.Origin, s.State, s.Collapsed, s.Links, w.state, w.collapsed, w.links)
+		}
+		if s.State == "refused" && !strings.Contains(s.Label, "tagged-node") {
+			t.Errorf("%s: label %q does not name the reason", s.Origin, s.Label)
+		}
+	}
+	if !got.NoAnswerShown {
+		t.Error("the no-answer group stayed hidden")
+	}
 }
