@@ -509,3 +509,20 @@ func TestDeviceRefusalsAreNotFailures_R6(t *testing.T) {
 		})
 	}
 }
+
+// TestDeviceSeesThisMachineOnly_G2: a paired device is not on the tailnet, so the door has no
+// exception to S12 for it: its index has no peer section and no script (above), and a page of
+// another machine that asks the door for the index's JSON is 403 cross-origin, with no
+// Access-Control-Allow-Origin.
+func TestDeviceSeesThisMachineOnly_G2(t *testing.T) {
+	d := startTestDoor(t)
+	_, cookie := d.pair("phone")
+	r := d.RawAs(d.req("GET", "/", cookie, "Accept: application/json", "Origin: https://box.tail1234.ts.net"))
+	if r.Status != 403 || r.Reason != "cross-origin" || r.Header.Get("Access-Control-Allow-Origin") != "" {
+		t.Fatalf("a peer's read on the door: %d %q, ACAO %q", r.Status, r.Reason, r.Header.Get("Access-Control-Allow-Origin"))
+	}
+	r = d.RawAs(d.req("GET", "/", cookie))
+	if r.Status != 200 || strings.Contains(r.Body, `class="peer"`) || strings.Contains(r.Body, "<script") {
+		t.Fatalf("the device's index: %d %q", r.Status, r.Body)
+	}
+}
