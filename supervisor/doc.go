@@ -21,6 +21,12 @@
 //   - G4: GET /fleet/v1/metrics, local only as the API, with metrics.token's bearer and never
 //     the fleet token; recorders (audit.go) is the one list of what keeps the doors' answered requests
 //     (package audit), the metrics among them (metrics.go).
+//   - G2: the index shows a tailnet caller a section for each of their other machines (and each
+//     tagged peer listed in access.fleet_peers), which its one same-origin script
+//     (assets/peers.js, /fleet-peers.js) fills from that machine's own answer; the page may run
+//     only that script and ask only those origins. To a page of such a machine (the Door's
+//     PeerOrigins, package tailnet's judgement) the index answers console ids, names, health
+//     and links only (servePeerIndex). This door never asks another machine anything itself.
 //
 // It must never serve a door whose connections the tailnet.Verifier did not see accepted (every
 // listener's server takes its ConnContext, and each door is watched before its first accept), so
