@@ -26,7 +26,6 @@ import (
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
-	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"tailscale.com/client/local"
 	"tailscale.com/client/tailscale/apitype"
@@ -36,14 +35,13 @@ import (
 
 	"github.com/phase-console/fleet/console"
 	"github.com/phase-console/fleet/console/refconsole"
+	"github.com/phase-console/fleet/internal/chromiumtest"
 	"github.com/phase-console/fleet/internal/supervisortest"
 	"github.com/phase-console/fleet/internal/testlog"
 	"github.com/phase-console/fleet/supervisor"
 )
 
 const (
-	chromiumPath = "/usr/bin/chromium"
-
 	aliceIP = "100.101.102.103"
 	alice   = "alice@example.com"
 	tsName  = "sup.tail1234.ts.net"
@@ -62,14 +60,14 @@ func TestBrowser_S6_S7_S9_S12(t *testing.T) {
 	root, cancel := context.WithTimeout(context.Background(), testBudget)
 	defer cancel()
 
-	needChromium(t)
+	chromiumtest.Need(t)
 	f := startFleet(t)
-	browser := startBrowser(t, root)
+	browser := chromiumtest.Start(t, root)
 	t.Logf("fleet and chromium up in %v", time.Since(start).Round(time.Millisecond))
 	pageURL := f.serveURL + "/c/ref/"
 
 	t.Run("S6 C4 page shows remote scope and login", func(t *testing.T) {
-		ctx := newTab(t, browser)
+		ctx := chromiumtest.NewTab(t, browser, stepBudget)
 		resp, err := chromedp.Run(ctx, chromedp.NavigateResponse(pageURL))
 		if err != nil {
 			t.Fatalf("navigate %s: %v", pageURL, err)
@@ -95,7 +93,7 @@ func TestBrowser_S6_S7_S9_S12(t *testing.T) {
 	})
 
 	t.Run("S9 SSE ticks arrive in the page", func(t *testing.T) {
-		ctx := newTab(t, browser)
+		ctx := chromiumtest.NewTab(t, browser, stepBudget)
 		if err := chromedp.Do(ctx, chromedp.Navigate(pageURL)); err != nil {
 			t.Fatalf("navigate: %v", err)
 		}
@@ -124,7 +122,7 @@ func TestBrowser_S6_S7_S9_S12(t *testing.T) {
 	})
 
 	t.Run("S9 WebSocket echo in the page", func(t *testing.T) {
-		ctx := newTab(t, browser)
+		ctx := chromiumtest.NewTab(t, browser, stepBudget)
 		if err := chromedp.Do(ctx, chromedp.Navigate(pageURL)); err != nil {
 			t.Fatalf("navigate: %v", err)
 		}
@@ -156,7 +154,7 @@ func TestBrowser_S6_S7_S9_S12(t *testing.T) {
 		other := httptest.NewServer(otherOriginPage(f.serveURL + "/c/ref/"))
 		defer other.Close()
 		otherOrigin := other.URL // http://127.0.0.1:<port>, which is what the browser sends as Origin
-		ctx := newTab(t, browser)
+		ctx := chromiumtest.NewTab(t, browser, stepBudget)
 		wire := watchNetwork(ctx, "/c/ref/")
 		if err := chromedp.Do(ctx, chromedp.Navigate(otherOrigin+"/")); err != nil {
 			t.Fatalf("navigate to the other origin: %v", err)
@@ -208,7 +206,7 @@ func TestBrowser_S6_S7_S9_S12(t *testing.T) {
 	})
 
 	t.Run("S7 hooks are not reachable from the browser", func(t *testing.T) {
-		ctx := newTab(t, browser)
+		ctx := chromiumtest.NewTab(t, browser, stepBudget)
 		u := f.serveURL + "/c/ref/hooks/permission-request"
 		resp, err := chromedp.Run(ctx, chromedp.NavigateResponse(u))
 		if err != nil {
@@ -239,7 +237,7 @@ func TestBrowser_S6_S7_S9_S12(t *testing.T) {
 	})
 
 	t.Run("S12 the index shows its own style, and no other site frames it", func(t *testing.T) {
-		ctx := newTab(t, browser)
+		ctx := chromiumtest.NewTab(t, browser, stepBudget)
 		resp, err := chromedp.Run(ctx, chromedp.NavigateResponse(f.serveURL+"/"))
 		if err != nil {
 			t.Fatalf("navigate to the index: %v", err)
@@ -296,7 +294,7 @@ func TestBrowser_S6_S7_S9_S12(t *testing.T) {
 		if os.Getenv("FLEET_SCREENSHOT") != "1" {
 			t.Skip("set FLEET_SCREENSHOT=1 to write testdata/refconsole.png")
 		}
-		ctx := newTab(t, browser)
+		ctx := chromiumtest.NewTab(t, browser, stepBudget)
 		if err := chromedp.Do(ctx, chromedp.Navigate(pageURL)); err != nil {
 			t.Fatalf("navigate: %v", err)
 		}
@@ -484,92 +482,6 @@ ws.onclose = (e) => { results.ws = results.ws || "closed " + e.code; };
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		w.Write(page.Bytes())
 	})
-}
-
-// needChromium skips the test without chromium — except under CI=true, where it must be there.
-func needChromium(t *testing.T) {
-	t.Helper()
-	if _, err := os.Stat(chromiumPath); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("CI=true but %s is missing (%v): .ci/run installs the Debian package chromium", chromiumPath, err)
-		}
-		t.Skipf("%s not found (%v); install the Debian package chromium to run the browser tests", chromiumPath, err)
-	}
-}
-
-// startBrowser starts headless chromium for the test, with extra flags if any, and returns its
-// context.
-func startBrowser(t *testing.T, root context.Context, extra ...chromedp.ExecAllocatorOption) context.Context {
-	t.Helper()
-	out := &syncBuffer{}
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(root, append([]chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(chromiumPath),
-		chromedp.Headless,
-		chromedp.NoSandbox, // the tests may run as root
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck,
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.Flag("no-proxy-server", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(900, 500),
-		chromedp.CombinedOutput(out),
-	}, extra...)...)
-	browser, cancelBrowser := chromedp.NewContext(allocCtx)
-	// Registered after the servers' clean-ups, so the browser goes first and its streams end.
-	t.Cleanup(func() {
-		cancelBrowser()
-		cancelAlloc()
-		if t.Failed() {
-			t.Logf("chromium output:\n%s", out.String())
-		}
-	})
-	// The first Run starts the browser, which lives as long as root (no shorter timeout here).
-	if err := chromedp.Do(browser); err != nil {
-		t.Fatalf("starting %s: %v\n%s", chromiumPath, err, out.String())
-	}
-	return browser
-}
-
-// newTab opens a tab for one subtest, bounded by stepBudget, and logs what its pages say on the
-// console when the subtest fails.
-func newTab(t *testing.T, browser context.Context) context.Context {
-	t.Helper()
-	tab, cancelTab := chromedp.NewContext(browser)
-	if err := chromedp.Do(tab); err != nil {
-		cancelTab()
-		t.Fatalf("opening a tab: %v", err)
-	}
-	msgs := &syncBuffer{}
-	chromedp.Listen(tab, func(ev any) {
-		switch ev := ev.(type) {
-		case *runtime.EventConsoleAPICalled:
-			var args []string
-			for _, a := range ev.Args {
-				if a.Description != "" {
-					args = append(args, a.Description)
-				} else {
-					args = append(args, string(a.Value))
-				}
-			}
-			fmt.Fprintf(msgs, "console.%s: %s\n", ev.Type, strings.Join(args, " "))
-		case *runtime.EventExceptionThrown:
-			fmt.Fprintf(msgs, "exception: %s\n", ev.ExceptionDetails.Text)
-		}
-	})
-	ctx, cancel := context.WithTimeout(tab, stepBudget)
-	t.Cleanup(func() {
-		cancel()
-		cancelTab()
-		if t.Failed() && msgs.String() != "" {
-			t.Logf("page console:\n%s", msgs.String())
-		}
-	})
-	return ctx
 }
 
 // netWatch records what the browser itself reports about requests whose URL contains a string.

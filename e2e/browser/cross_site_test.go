@@ -12,6 +12,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/phase-console/fleet/internal/chromiumtest"
 	"github.com/phase-console/fleet/pairing"
 )
 
@@ -24,15 +25,15 @@ import (
 func TestBrowserCrossSitePostsDoNotLockOut_R6b(t *testing.T) {
 	root, cancel := context.WithTimeout(context.Background(), testBudget)
 	defer cancel()
-	needChromium(t)
+	chromiumtest.Need(t)
 	f := startPairingFleet(t)
-	browser := startBrowser(t, root, chromedp.Flag("ignore-certificate-errors-spki-list", f.leafSPKI))
+	browser := chromiumtest.Start(t, root, chromedp.Flag("ignore-certificate-errors-spki-list", f.leafSPKI))
 
 	other := httptest.NewServer(crossSitePoster(f.origin+pairing.PairPath, 10))
 	defer other.Close()
 	// Another site, not only another origin: localhost is not the door's 127.0.0.1.
 	otherURL := strings.Replace(other.URL, "127.0.0.1", "localhost", 1)
-	tab := newTab(t, browser)
+	tab := chromiumtest.NewTab(t, browser, stepBudget)
 	wire := watchNetwork(tab, f.origin)
 	if _, err := chromedp.Run(tab, chromedp.NavigateResponse(otherURL)); err != nil {
 		t.Fatalf("navigate to the other site: %v", err)

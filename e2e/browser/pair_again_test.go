@@ -10,6 +10,7 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
+	"github.com/phase-console/fleet/internal/chromiumtest"
 	"github.com/phase-console/fleet/pairing"
 )
 
@@ -23,9 +24,9 @@ import (
 func TestBrowserPairsAgainAfterRevocation_R10(t *testing.T) {
 	root, cancel := context.WithTimeout(context.Background(), testBudget)
 	defer cancel()
-	needChromium(t)
+	chromiumtest.Need(t)
 	f := startPairingFleet(t)
-	browser := startBrowser(t, root, chromedp.Flag("ignore-certificate-errors-spki-list", f.leafSPKI))
+	browser := chromiumtest.Start(t, root, chromedp.Flag("ignore-certificate-errors-spki-list", f.leafSPKI))
 	ctx := newPhoneTab(t, browser)
 	wire := watchNetwork(ctx, f.origin)
 

@@ -25,6 +25,7 @@ import (
 	"github.com/phase-console/fleet/ca"
 	"github.com/phase-console/fleet/console"
 	"github.com/phase-console/fleet/console/refconsole"
+	"github.com/phase-console/fleet/internal/chromiumtest"
 	"github.com/phase-console/fleet/internal/state"
 	"github.com/phase-console/fleet/internal/supervisortest"
 	"github.com/phase-console/fleet/pairing"
@@ -54,9 +55,9 @@ func TestBrowserPairing_R7_R8_R9(t *testing.T) {
 	root, cancel := context.WithTimeout(context.Background(), testBudget)
 	defer cancel()
 
-	needChromium(t)
+	chromiumtest.Need(t)
 	f := startPairingFleet(t)
-	browser := startBrowser(t, root, chromedp.Flag("ignore-certificate-errors-spki-list", f.leafSPKI))
+	browser := chromiumtest.Start(t, root, chromedp.Flag("ignore-certificate-errors-spki-list", f.leafSPKI))
 	artifacts := artifactsDir(t)
 	t.Logf("fleet and chromium up in %v; screenshots in %s", time.Since(start).Round(time.Millisecond), artifacts)
 
@@ -351,10 +352,10 @@ func trustDoor(t *testing.T, addr, fingerprint string) string {
 	return base64.StdEncoding.EncodeToString(sum[:])
 }
 
-// newPhoneTab is newTab with the viewport, scale, touch and user agent of a phone (390×844).
+// newPhoneTab is chromiumtest.NewTab with the viewport, scale, touch and user agent of a phone (390×844).
 func newPhoneTab(t *testing.T, browser context.Context) context.Context {
 	t.Helper()
-	ctx := newTab(t, browser)
+	ctx := chromiumtest.NewTab(t, browser, stepBudget)
 	if err := chromedp.Do(ctx, chromedp.Emulate(device.IPhone13)); err != nil {
 		t.Fatalf("emulating a phone: %v", err)
 	}
