@@ -25,19 +25,15 @@ import (
 	"tailscale.com/client/local"
 	"tailscale.com/client/tailscale/apitype"
 	"tailscale.com/ipn"
-	"tailscale.com/ipn/store/mem"
-	"tailscale.com/logtail"
-	"tailscale.com/net/netns"
 	"tailscale.com/tailcfg"
 	"tailscale.com/tsnet"
-	"tailscale.com/tstest/integration"
 	"tailscale.com/tstest/integration/testcontrol"
-	"tailscale.com/types/logger"
 
 	"github.com/phase-console/fleet/access"
 	"github.com/phase-console/fleet/contract"
 	"github.com/phase-console/fleet/doctor"
 	"github.com/phase-console/fleet/internal/supervisortest"
+	"github.com/phase-console/fleet/internal/tailnettest"
 	"github.com/phase-console/fleet/supervisor"
 )
 
@@ -52,10 +48,7 @@ const (
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	// No log upload, ever (tsnet skips its logger under `go test`; this makes sure).
-	logtail.Disable()
-	// Corp#4520, as tsnet's own tests: no socket marks, no SO_BINDTODEVICE.
-	netns.SetEnabled(false)
+	tailnettest.Prepare()
 	os.Exit(m.Run())
 }
 
@@ -68,82 +61,10 @@ type node struct {
 	login string     // WhoIs's login for it, as sup sees it
 }
 
-// logf is a Logf that goes quiet when the test is over (tsnet logs from its goroutines).
-func logf(t *testing.T, done *atomic.Bool, prefix string) logger.Logf {
-	if !*verbose {
-		return logger.Discard
-	}
-	return func(format string, args ...any) {
-		if !done.Load() {
-			t.Logf(prefix+format, args...)
-		}
-	}
-}
-
-// startControl runs DERP+STUN and a control server on 127.0.0.1. robotTag may be claimed by a
-// node at sign-up (TagOwners).
-func startControl(t *testing.T, done *atomic.Bool) *testcontrol.Server {
-	derpMap := integration.RunDERPAndSTUN(t, logf(t, done, "derp: "), "127.0.0.1")
-	control := &testcontrol.Server{
-		DERPMap:        derpMap,
-		DNSConfig:      &tailcfg.DNSConfig{Proxied: true},
-		MagicDNSDomain: magicDNSDomain,
-		TagOwners:      map[string][]string{robotTag: nil},
-		// Lets a node turn Tailscale SSH on (S5e); the empty policy lets no SSH login in.
-		SSHPolicy: &tailcfg.SSHPolicy{},
-		Logf:      logf(t, done, "control: "),
-	}
-	control.HTTPTestServer = httptest.NewUnstartedServer(control)
-	control.HTTPTestServer.Start()
-	t.Cleanup(control.HTTPTestServer.Close)
-	return control
-}
-
-func startNode(t *testing.T, ctx context.Context, done *atomic.Bool, controlURL, name string, tags ...string) *node {
+func startNode(t *testing.T, ctx context.Context, control *testcontrol.Server, name string, tags ...string) *node {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), name)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	s := &tsnet.Server{
-		Dir:           dir,
-		ControlURL:    controlURL,
-		Hostname:      name,
-		Store:         new(mem.Store),
-		Ephemeral:     true,
-		AdvertiseTags: tags,
-		Logf:          logf(t, done, name+": "),
-		UserLogf:      logf(t, done, name+": "),
-	}
-	t.Cleanup(func() { s.Close() })
-	st, err := s.Up(ctx)
-	if err != nil {
-		t.Fatalf("node %s: %v", name, err)
-	}
-	lc, err := s.LocalClient()
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitHomeDERP(t, ctx, s)
-	return &node{name: name, srv: s, lc: lc, ip: st.TailscaleIPs[0]}
-}
-
-// waitHomeDERP waits until s has a home DERP region and has heard from it (as tsnet's tests do),
-// so that the first packets to it are not dropped as "peer gone".
-func waitHomeDERP(t *testing.T, ctx context.Context, s *tsnet.Server) {
-	t.Helper()
-	h := s.Sys().HealthTracker.Get()
-	ms := s.Sys().MagicSock.Get()
-	for {
-		if r := ms.GetLastNetcheckReport(ctx); r != nil && r.PreferredDERP != 0 && !h.GetDERPRegionReceivedTime(r.PreferredDERP).IsZero() {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("waiting for home DERP: %v", ctx.Err())
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+	n := tailnettest.StartNode(t, ctx, *verbose, control, name, tags...)
+	return &node{name: n.Name, srv: n.Srv, lc: n.LC, ip: n.IP}
 }
 
 // seen is one request as it reached the echo console.
@@ -270,16 +191,17 @@ type fixture struct {
 func startFixture(t *testing.T) *fixture {
 	ctx, cancel := context.WithTimeout(context.Background(), testBudget)
 	t.Cleanup(cancel)
-	var done atomic.Bool
-	t.Cleanup(func() { done.Store(true) })
 	began := time.Now()
 
-	f := &fixture{ctx: ctx, control: startControl(t, &done)}
-	controlURL := f.control.HTTPTestServer.URL
-	f.sup = startNode(t, ctx, &done, controlURL, "sup")
-	f.alice = startNode(t, ctx, &done, controlURL, "alice")
-	f.bob = startNode(t, ctx, &done, controlURL, "bob")
-	f.robot = startNode(t, ctx, &done, controlURL, "robot", robotTag)
+	f := &fixture{ctx: ctx, control: tailnettest.StartControl(t, *verbose, magicDNSDomain, func(c *testcontrol.Server) {
+		c.TagOwners = map[string][]string{robotTag: nil} // robotTag may be claimed by a node at sign-up
+		// Lets a node turn Tailscale SSH on (S5e); the empty policy lets no SSH login in.
+		c.SSHPolicy = &tailcfg.SSHPolicy{}
+	})}
+	f.sup = startNode(t, ctx, f.control, "sup")
+	f.alice = startNode(t, ctx, f.control, "alice")
+	f.bob = startNode(t, ctx, f.control, "bob")
+	f.robot = startNode(t, ctx, f.control, "robot", robotTag)
 
 	st, err := f.sup.lc.StatusWithoutPeers(ctx)
 	if err != nil {
@@ -292,7 +214,7 @@ func startFixture(t *testing.T) *fixture {
 
 	// sup must know every client before Serve can name it: wait until WhoIs of each answers.
 	for _, n := range []*node{f.alice, f.bob, f.robot} {
-		who := waitWhoIs(t, ctx, f.sup.lc, n.ip)
+		who := tailnettest.WaitWhoIs(t, ctx, f.sup.lc, n.ip)
 		n.login = who.UserProfile.LoginName
 		if tagged := who.Node.IsTagged(); tagged != (n == f.robot) {
 			t.Fatalf("node %s: IsTagged = %v", n.name, tagged)
@@ -349,21 +271,6 @@ func (f *fixture) serveConfig() *ipn.ServeConfig {
 				"/": {Proxy: "http://127.0.0.1:" + strconv.Itoa(f.port)},
 			}},
 		},
-	}
-}
-
-func waitWhoIs(t *testing.T, ctx context.Context, lc *local.Client, ip netip.Addr) *apitype.WhoIsResponse {
-	t.Helper()
-	for {
-		who, err := lc.WhoIs(ctx, ip.String())
-		if err == nil && who.Node != nil && who.UserProfile != nil {
-			return who
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("WhoIs(%v) never answered: %v (last: %v)", ip, ctx.Err(), err)
-		case <-time.After(20 * time.Millisecond):
-		}
 	}
 }
 
