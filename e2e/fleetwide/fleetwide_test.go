@@ -114,7 +114,7 @@ func startFixture(t *testing.T) *fixture {
 	// The person reaches both fleets through Serve's HTTPS, as the browser will.
 	for _, m := range []*machine{f.a, f.b} {
 		if !f.pollUntil(func() bool {
-			st, _, err := f.personGet(m, "/", "application/json", "")
+			st, _, _, err := f.personGet(m, "/", "application/json", "")
 			return err == nil && st == http.StatusOK
 		}) {
 			t.Fatalf("the person's node never got fleet's index from %s through Serve", m.fqdn)
@@ -203,8 +203,8 @@ func (f *fixture) serveStalling(t *testing.T) {
 }
 
 // personGet is a GET from the person's node to m's Serve over HTTPS (verified against the test
-// CA), with Accept and Origin as given ("": none); it returns the status and the body.
-func (f *fixture) personGet(m *machine, path, accept, origin string) (int, []byte, error) {
+// CA), with Accept and Origin as given ("": none); it returns the status, header and body.
+func (f *fixture) personGet(m *machine, path, accept, origin string) (int, http.Header, []byte, error) {
 	ctx, cancel := context.WithTimeout(f.ctx, 10*time.Second)
 	defer cancel()
 	client := &http.Client{Transport: &http.Transport{
@@ -214,7 +214,7 @@ func (f *fixture) personGet(m *machine, path, accept, origin string) (int, []byt
 	defer client.CloseIdleConnections()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.origin()+path, nil)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
 	if accept != "" {
 		req.Header.Set("Accept", accept)
@@ -224,11 +224,11 @@ func (f *fixture) personGet(m *machine, path, accept, origin string) (int, []byt
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	return resp.StatusCode, body, err
+	return resp.StatusCode, resp.Header, body, err
 }
 
 // pollUntil asks cond every 100 ms until it holds (true) or 20 s have passed (false): a bound on
@@ -324,6 +324,25 @@ func TestFleetwidePage_G2(t *testing.T) {
 	)
 	tab := chromiumtest.NewTab(t, browser, tabBudget)
 
+	t.Run("G2 b answers a's origin for the person", func(t *testing.T) {
+		// What the page's fetch will get, asked by the person's node without a browser: the
+		// CORS answer naming a's origin exactly, and only what the grant allows.
+		st, h, body, err := f.personGet(f.b, "/", "application/json", f.a.origin())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st != http.StatusOK || h.Get("Access-Control-Allow-Origin") != f.a.origin() || !slices.Contains(h.Values("Vary"), "Origin") {
+			t.Fatalf("b's index to Origin %s: %d, Access-Control-Allow-Origin %q, Vary %q; want 200, the origin, Origin",
+				f.a.origin(), st, h.Get("Access-Control-Allow-Origin"), h.Values("Vary"))
+		}
+		if strings.Contains(string(body), f.login) || strings.Contains(string(body), "secret") {
+			t.Errorf("b's cross-origin index holds the login or the ungranted console: %s", body)
+		}
+		if !strings.Contains(string(body), `"web"`) {
+			t.Errorf("b's cross-origin index does not list web: %s", body)
+		}
+	})
+
 	var view pageView
 	ok := t.Run("G2 b's consoles appear in a's index, as b's grant allows", func(t *testing.T) {
 		resp, err := chromedp.Run(tab, chromedp.NavigateResponse(f.a.origin()+"/"))
@@ -338,18 +357,16 @@ func TestFleetwidePage_G2(t *testing.T) {
 		}
 		// Wait until b has answered and every other peer has given up; the page's script
 		// bounds each peer at 2 s, this poll only bounds the whole.
-		settled := false
-		_, err = chromedp.Run(tab, chromedp.PollFunction[bool](`(bOrigin) => {
+		_, settleErr := chromedp.Run(tab, chromedp.PollFunction[bool](`(bOrigin) => {
 			const secs = [...document.querySelectorAll("section.peer")];
 			const b = secs.find((s) => s.dataset.origin === bOrigin);
 			return !!b && b.dataset.state === "answered" && secs.every((s) => s.dataset.state !== "loading");
 		}`, chromedp.WithPollingArgs(f.b.origin()), chromedp.WithPollingMutation(), chromedp.WithPollingTimeout(settleBudget)))
-		settled = err == nil
 		if view, err = chromedp.Run(tab, chromedp.Evaluate[pageView](readPage)); err != nil {
 			t.Fatalf("reading the page: %v", err)
 		}
-		if !settled {
-			t.Fatalf("b's section never answered with every peer settled: %v\npage: %s", err, view)
+		if settleErr != nil {
+			t.Fatalf("b's section never answered with every peer settled: %v\npage: %s", settleErr, view)
 		}
 		t.Logf("page: %s", view)
 
