@@ -13,7 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -69,7 +69,7 @@ type fixture struct {
 	login   string // the person's login, as a and b see it
 	proxy   *tailnetProxy
 	release chan struct{} // closed when the test ends: stall's backend lets its requests go
-	stalled sync.WaitGroup
+	stalled atomic.Int64  // requests stall's backend has taken (and not answered)
 }
 
 func startFixture(t *testing.T) *fixture {
@@ -82,6 +82,9 @@ func startFixture(t *testing.T) *fixture {
 		// One person owns every node: their laptop and their machines (G2 reads only the
 		// caller's own machines).
 		c.AllNodesSameUser = true
+		// testcontrol says nothing of a peer's presence unless told; real control marks a
+		// connected node online, and fleet lists only online peers.
+		c.AllOnline = true
 	})
 	// The tailnet policy's grant, from the start: every node's netmap carries it, so no fleet
 	// caches a WhoIs answer without it.
@@ -188,7 +191,6 @@ func (f *fixture) serveStalling(t *testing.T) {
 	}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.stalled.Add(1)
-		defer f.stalled.Done()
 		select {
 		case <-f.release:
 		case <-r.Context().Done():
@@ -404,8 +406,8 @@ func TestFleetwidePage_G2(t *testing.T) {
 		}
 		// stall took the page's request and still holds it: b's answer and stall's no-answer
 		// came without it.
-		if !f.proxy.tunnelled(f.fqdn(t, f.stall) + ":443") {
-			t.Errorf("the page never asked stall")
+		if !f.proxy.tunnelled(f.fqdn(t, f.stall)+":443") || f.stalled.Load() == 0 {
+			t.Errorf("the page's request never reached stall's backend: no-answer was not tested against a machine that holds it")
 		}
 		if _, found := view.peer(f.a.origin()); found {
 			// Listing a itself as a peer is the page's business; it must not be a no-answer.
