@@ -53,6 +53,7 @@ func TestProbeRoundNotHeldByDeadConsoles_P1_S8(t *testing.T) {
 		return addr
 	})
 	r.dial = d.dial
+	r.probeDeadline = neverDue // the hanging dials are released by the test, not by the clock
 
 	round := make(chan struct{})
 	go func() { r.Probe(context.Background(), time.Second); close(round) }()
@@ -94,6 +95,152 @@ func TestProbeRoundNotHeldByDeadConsoles_P1_S8(t *testing.T) {
 			t.Errorf("S8 after the round %s is %q; want %q", c.ID, c.Health, want)
 		}
 	}
+}
+
+// neverDue is a probe deadline that a clock which never moves leaves open: only the round's own
+// context ends it.
+func neverDue(ctx context.Context, _ time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithCancel(ctx)
+}
+
+// fakeDeadlines is a probe deadline on a fake clock: each dial's context ends when the test
+// calls expire, as if every timeout were up at once.
+type fakeDeadlines struct {
+	mu      sync.Mutex
+	cancels []context.CancelFunc
+	expired bool
+}
+
+func (f *fakeDeadlines) deadline(ctx context.Context, _ time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.expired {
+		cancel()
+	}
+	f.cancels = append(f.cancels, cancel)
+	return ctx, cancel
+}
+
+func (f *fakeDeadlines) expire() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.expired = true
+	for _, cancel := range f.cancels {
+		cancel()
+	}
+}
+
+// TestProbeRoundEndsAtTheTimeout_P1_S8: a probe round does not wait for a console whose dial
+// hangs, even a dial that never looks at its context: once the per-console timeout is up (a
+// fake clock), the round ends with the 100 hanging consoles among 1,000 recorded down and the
+// others up, while the hanging dials are still blocked. Their late answers change nothing.
+func TestProbeRoundEndsAtTheTimeout_P1_S8(t *testing.T) {
+	const consoles, hanging = 1000, 100
+	d := &blackHoleDial{hang: map[string]bool{}, release: make(chan struct{}), hung: make(chan string, hanging)}
+	r := loadedRegistry(t, consoles, func(i int) string {
+		addr := fmt.Sprintf("127.0.0.1:%d", 10000+i)
+		d.hang[addr] = i%(consoles/hanging) == 0
+		return addr
+	})
+	r.dial = d.dial
+	clock := &fakeDeadlines{}
+	r.probeDeadline = clock.deadline
+
+	round := make(chan struct{})
+	go func() { r.Probe(context.Background(), probeTimeout); close(round) }()
+	for range hanging {
+		select {
+		case <-d.hung:
+		case <-time.After(doortest.WaitLimit):
+			close(d.release)
+			t.Fatal("P1 the hanging consoles were not all dialled at once")
+		}
+	}
+	pollUntil(t, "P1 every live console recorded up while the dead ones dial", func() bool {
+		for _, c := range r.List() {
+			if !d.hang[c.Addr] && c.Health != HealthUp {
+				return false
+			}
+		}
+		return true
+	})
+	clock.expire()
+	doortest.WaitFor(t, round, "P1 the end of the round while 100 dials still hang")
+	if n := d.inFlight.Load(); n != hanging {
+		t.Errorf("P1 %d dials in flight when the round ended; want the %d hanging ones", n, hanging)
+	}
+	check := func(when string) {
+		t.Helper()
+		for _, c := range r.List() {
+			want := map[bool]Health{true: HealthDown, false: HealthUp}[d.hang[c.Addr]]
+			if c.Health != want {
+				t.Errorf("S8 %s %s is %q; want %q", when, c.ID, c.Health, want)
+			}
+		}
+	}
+	check("after the round")
+	close(d.release) // the abandoned dials now answer "up": too late to count
+	pollUntil(t, "the abandoned dials to return", func() bool { return d.inFlight.Load() == 0 })
+	check("after the abandoned dials answered")
+}
+
+// TestProbeSeesConsoleBack_S8: a console that went away is recorded down by the next probe
+// round, and one that comes back (its dial, refused before, now connects) is recorded up by the
+// round after, with its last-seen time moved on; so is one that a failed forward marked down.
+// Real dials (dialProbe) to a real console that closes its listener and listens again on the
+// same port.
+func TestProbeSeesConsoleBack_S8(t *testing.T) {
+	ln := acceptingListener(t, "127.0.0.1:0")
+	addr := ln.Addr().String()
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	r := loadedRegistry(t, 1, func(int) string { return addr })
+	r.now = func() time.Time { return now }
+	health := func() ConsoleStatus { return r.List()[0] }
+
+	r.Probe(context.Background(), probeTimeout)
+	if c := health(); c.Health != HealthUp || !c.LastSeen.Equal(now) {
+		t.Fatalf("S8 listening: %q last seen %v; want up, seen %v", c.Health, c.LastSeen, now)
+	}
+	ln.Close()
+	now = now.Add(probeInterval)
+	r.Probe(context.Background(), probeTimeout)
+	if c := health(); c.Health != HealthDown {
+		t.Fatalf("S8 gone: %q; want down", c.Health)
+	}
+	acceptingListener(t, addr)
+	now = now.Add(probeInterval)
+	r.Probe(context.Background(), probeTimeout)
+	if c := health(); c.Health != HealthUp || !c.LastSeen.Equal(now) {
+		t.Errorf("S8 back: %q last seen %v; want up within the next round, seen %v", c.Health, c.LastSeen, now)
+	}
+	r.markDown("c0000") // a forward failed
+	r.Probe(context.Background(), probeTimeout)
+	if c := health(); c.Health != HealthUp {
+		t.Errorf("S8 marked down by a forward, then probed: %q; want up", c.Health)
+	}
+}
+
+// acceptingListener listens on addr and accepts (and closes) every connection, as a console's
+// server does; it is closed when t ends.
+func acceptingListener(t *testing.T, addr string) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var accepted sync.WaitGroup
+	accepted.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	})
+	t.Cleanup(func() { ln.Close(); accepted.Wait() })
+	return ln
 }
 
 // loadedRegistry is a registry read at start-up from a consoles.json of n consoles, c0000 on, the
