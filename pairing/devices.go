@@ -334,6 +334,11 @@ type Register struct {
 	byHash map[[sha256.Size]byte]*liveDevice
 	byID   map[string]*liveDevice
 	subs   []func(id6 string)
+	// seenDue: a device's last seen is due to be written; seenWriting: the writer runs. One
+	// writer at a time, off every request's path (scheduleLastSeen).
+	seenDue, seenWriting bool
+
+	seenWrites sync.WaitGroup // the writer of last seen, while it runs (WaitWrites)
 }
 
 type liveDevice struct {
@@ -376,15 +381,23 @@ func (r *Register) OnRevoke(fn func(id6 string)) {
 
 // Refresh reloads the register if its file changed since the last load (one lstat otherwise,
 // cheap enough for every request), or if the last load failed. It returns the load's error.
+//
+// Of many requests that find the file changed at once, one reloads it; the others wait for that
+// load and use it, rather than each reading the whole file again.
 func (r *Register) Refresh() error {
-	st := statFile(r.path)
-	r.mu.Lock()
-	fresh := st == r.stamp && r.err == nil
-	r.mu.Unlock()
-	if fresh {
+	if r.fresh(statFile(r.path)) {
 		return nil
 	}
-	return r.reload()
+	gone, subs, err := r.load(true)
+	r.tell(gone, subs)
+	return err
+}
+
+// fresh reports whether st is the file as last loaded, and that load succeeded.
+func (r *Register) fresh(st stamp) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return st == r.stamp && r.err == nil
 }
 
 // Watch calls Refresh every interval (RefreshInterval for `fleet serve`) until stop is closed, so that
@@ -450,8 +463,9 @@ func (r *Register) Revoke(id6 string) error {
 
 // Authenticate returns the device whose credential is cred, after a Refresh (so a revocation
 // written by another process is seen at once). It records now and addr as the device's last seen
-// in memory and writes them to the file at most every LastSeenInterval per device, best effort:
-// a write that fails, or finds the folder locked, waits for the next interval.
+// in memory and writes them to the file at most every LastSeenInterval per device, best effort
+// and in the background: a request never waits for the file (which holds every device), and a
+// write that fails, or finds the folder locked, waits for the next interval.
 //
 // The credential is looked up by its SHA-256 in a map, not compared in constant time: the time a
 // lookup takes can only tell an attacker about the hash of their own guess, and a hash of a
@@ -474,22 +488,56 @@ func (r *Register) Authenticate(cred string, now time.Time, addr string) (Device
 		d.lastWrite = now
 	}
 	dev := d.Device
-	r.mu.Unlock()
+	start := due && !r.seenWriting
 	if due {
-		r.writeLastSeen()
+		r.seenDue = true
+	}
+	if start {
+		r.seenWriting = true
+		r.seenWrites.Add(1)
+	}
+	r.mu.Unlock()
+	if start {
+		go r.writeLastSeenWhileDue()
 	}
 	return dev, true
 }
 
+// WaitWrites waits until no write of last seen (Authenticate's, in the background) is running.
+// A server calls it as it stops, so that nothing is written to the folder after.
+func (r *Register) WaitWrites() { r.seenWrites.Wait() }
+
+// writeLastSeenWhileDue writes last seen until no write is due: a device that became due while
+// the file was being written is written by the next pass, by this same writer.
+func (r *Register) writeLastSeenWhileDue() {
+	defer r.seenWrites.Done()
+	for {
+		r.mu.Lock()
+		if !r.seenDue {
+			r.seenWriting = false
+			r.mu.Unlock()
+			return
+		}
+		r.seenDue = false
+		r.mu.Unlock()
+		r.writeLastSeen()
+	}
+}
+
 // writeLastSeen writes what memory knows of last seen into the file, if the lock is free now.
+// When the file it rewrote is the one memory holds, the new file differs from memory by nothing
+// (its last seen is memory's): it is taken as loaded, not read back.
 func (r *Register) writeLastSeen() {
+	reload := true
 	ran, _ := tryLock(r.dir, func() error {
+		before := statFile(r.path) // under the lock: every writer of the file holds it
 		f, err := readDevices(r.path)
 		if err != nil {
 			return err
 		}
 		changed := false
 		r.mu.Lock()
+		loaded := before == r.stamp && r.err == nil
 		for i := range f.Devices {
 			rec := &f.Devices[i]
 			if d := r.byID[rec.ID6]; d != nil && d.LastSeen.After(rec.LastSeen) {
@@ -499,11 +547,23 @@ func (r *Register) writeLastSeen() {
 		}
 		r.mu.Unlock()
 		if !changed {
+			reload = !loaded
 			return nil
 		}
-		return writeJSON(r.path, f)
+		if err := writeJSON(r.path, f); err != nil {
+			return err
+		}
+		if loaded {
+			after := statFile(r.path)
+			r.mu.Lock()
+			if r.stamp == before && r.err == nil {
+				r.stamp, reload = after, false
+			}
+			r.mu.Unlock()
+		}
+		return nil
 	})
-	if ran {
+	if ran && reload {
 		r.Refresh()
 	}
 }
@@ -512,19 +572,29 @@ func (r *Register) writeLastSeen() {
 // subscribers of the devices that are gone (after letting go of the locks: a subscriber may call
 // the Register).
 func (r *Register) reload() error {
-	gone, subs, err := r.load()
+	gone, subs, err := r.load(false)
+	r.tell(gone, subs)
+	return err
+}
+
+// tell tells subs of the devices gone.
+func (r *Register) tell(gone []string, subs []func(string)) {
 	for _, id := range gone {
 		for _, fn := range subs {
 			fn(id)
 		}
 	}
-	return err
 }
 
-func (r *Register) load() (gone []string, subs []func(string), err error) {
+// load reads the file and swaps it in; ifStale, only when the file is not the one loaded already
+// (another goroutine may have loaded it while this one waited for loadMu).
+func (r *Register) load(ifStale bool) (gone []string, subs []func(string), err error) {
 	r.loadMu.Lock()
 	defer r.loadMu.Unlock()
 	st := statFile(r.path)
+	if ifStale && r.fresh(st) {
+		return nil, nil, nil
+	}
 	f, err := readDevices(r.path)
 	byHash := map[[sha256.Size]byte]*liveDevice{}
 	byID := map[string]*liveDevice{}

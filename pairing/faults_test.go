@@ -68,6 +68,7 @@ func TestTruncatedRegister_F2(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(r.WaitWrites)
 	d, cred, err := r.AddFor("Ann's phone", access.Everything, t0)
 	if err != nil {
 		t.Fatal(err)
@@ -106,6 +107,7 @@ func TestTruncatedRegister_F2(t *testing.T) {
 	if _, ok := r.Authenticate(cred, t0, "192.0.2.1:1"); !ok {
 		t.Fatalf("not believed once the file is good again: %v", r.Err())
 	}
+	r.WaitWrites() // its last seen, written in the background
 }
 
 // TestTruncatedCodes_F2: codes.json cut short at every byte, or spoiled, is refused with a
@@ -187,6 +189,7 @@ func TestFullDiskRegister_F2(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			t.Cleanup(r.WaitWrites)
 			var first Device
 			var cred string
 			for i := range 24 { // about 6 KiB: more than the page left free
@@ -211,6 +214,7 @@ func TestFullDiskRegister_F2(t *testing.T) {
 			if got, ok := r.Authenticate(cred, t0.Add(LastSeenInterval), "192.0.2.1:1"); !ok || got.ID6 != first.ID6 {
 				t.Fatalf("with the register intact, the device is not believed: %v", r.Err())
 			}
+			r.WaitWrites() // its last seen, written in the background, failed: no room
 			same()
 			wantFiles(t, dir, DevicesFile, LockFile)
 

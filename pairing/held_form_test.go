@@ -33,6 +33,7 @@ func TestStalledPairingFormCutOff_S9(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(reg.WaitWrites)
 	srv := httptest.NewServer(NewHandler(HandlerConfig{Dir: dir, Register: reg, Origin: "http://127.0.0.1",
 		Logger: slog.New(slog.DiscardHandler)}))
 	defer srv.Close()
@@ -83,6 +84,7 @@ func TestExpiredCodeNotRedeemedByAHeldForm_R8(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			t.Cleanup(reg.WaitWrites)
 			var mu sync.Mutex
 			now := t0
 			clock := func() time.Time {

@@ -41,6 +41,7 @@ func FuzzPairingForm_R8(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(reg.WaitWrites)
 		now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 		code, err := IssueCode(dir, "", now)
 		if err != nil {

@@ -56,6 +56,7 @@ func newPageEnv(t *testing.T) *pageEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(reg.WaitWrites)
 	e.reg = reg
 	e.secret(testPassword)
 	h := NewHandler(HandlerConfig{
@@ -683,6 +684,7 @@ func TestNewHandlerRefusesBadConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(reg.WaitWrites)
 	for _, cfg := range []HandlerConfig{
 		{Register: reg, Origin: testOrigin},
 		{Dir: dir, Origin: testOrigin},

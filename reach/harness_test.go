@@ -74,6 +74,7 @@ func startTestDoor(t testing.TB, setup ...func(*Config)) *testDoor {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(reg.WaitWrites) // before the folder goes
 	logs := &testlog.Buffer{}
 	log := slog.New(slog.NewJSONHandler(logs, nil))
 	clock := newFakeClock()

@@ -193,6 +193,9 @@ func (s *Server) closeReach() {
 	s.reach.mu.Lock()
 	defer s.reach.mu.Unlock()
 	s.closeReachLocked()
+	if s.reach.register != nil {
+		s.reach.register.WaitWrites() // nothing written to the folder once the server is closed
+	}
 }
 
 // reachLoop loads the profile at start, then looks again every reachPollInterval (pollReach).

@@ -522,6 +522,7 @@ func TestReachDevices_R8(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg.Authenticate(cred1, t1.Add(2*time.Hour), "192.168.1.33:50000") // writes last seen
+	reg.WaitWrites()                                                   // in the background
 
 	st, out, _ := fleetCmd("reach", "devices", "--state-dir", home)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
