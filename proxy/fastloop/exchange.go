@@ -68,6 +68,10 @@ const copyBufferSize = 32 << 10
 
 var copyBufferPool = sync.Pool{New: func() any { return new([copyBufferSize]byte) }}
 
+// copyBuffersOut counts the copy buffers taken from copyBufferPool and not yet given back: what
+// the streams that are waiting hold (tests look at it).
+var copyBuffersOut atomic.Int64
+
 // max1xx bounds the informational answers passed on before the final one (net/http's Transport's).
 const max1xx = 5
 
@@ -287,25 +291,40 @@ func isASCIISpace(b byte) bool { return b == ' ' || b == '\t' || b == '\n' || b 
 // whenever the console has nothing more at hand (so a stream is passed on as it comes), then the
 // trailers; what is left in w is for the caller to flush. consoleErr is a failed read of the
 // console, callerErr a failed write to the caller.
+//
+// An answer of unknown length (chunked: server-sent events, a long poll) waits for the console's
+// next bytes holding no copy buffer once the console has had nothing more at hand: such a stream
+// may be silent for hours, and thousands of them open at once must cost little each (SPEC P1:
+// at most 32 KiB a stream). A bulk answer, whose reads fill the buffer, keeps it.
 // sent counts the body bytes written to w.
 func copyAnswerBody(w *bufio.Writer, res *http.Response, from *bufio.Reader, chunked bool, sent *int64) (consoleErr, callerErr error) {
 	var buf *[copyBufferSize]byte
-	defer func() {
+	putBuf := func() {
 		if buf != nil {
 			copyBufferPool.Put(buf)
+			copyBuffersOut.Add(-1)
+			buf = nil
 		}
-	}()
+	}
+	defer putBuf()
+	quiet := true // the console had nothing more at hand after the last read
 	for {
+		if chunked && quiet && from.Buffered() == 0 {
+			putBuf()
+			from.Peek(1) // waits for the next bytes in from's own buffer; an error is the next Read's
+		}
 		var p []byte
 		if n := from.Buffered(); !chunked && n > 0 && n <= w.Available() {
 			p = w.AvailableBuffer()[:n] // straight into w's buffer when it fits
 		} else {
 			if buf == nil {
 				buf = copyBufferPool.Get().(*[copyBufferSize]byte)
+				copyBuffersOut.Add(1)
 			}
 			p = buf[:]
 		}
 		n, err := res.Body.Read(p)
+		quiet = n < len(p)
 		if n > 0 {
 			if chunked {
 				w.WriteString(strconv.FormatInt(int64(n), 16))
