@@ -25,8 +25,10 @@ import (
 const LastSeenInterval = 30 * time.Second
 
 // RefreshInterval is how often `fleet serve` should Watch the register: a revocation made by
-// another process takes effect within it, open streams included (SPEC R8: at once).
-const RefreshInterval = time.Second
+// another process ends the device's open streams within it and one reload of the file (SPEC R8:
+// at once; P1: within 1 s, with 10,000 devices, whose reload takes about a tenth of a second —
+// bench/scale). A request is refused sooner: each one's check looks at the file first.
+const RefreshInterval = 500 * time.Millisecond
 
 // CredentialBytes is how many random bytes a device credential carries. It is given to the
 // device base64url-encoded without padding (43 characters), as a cookie value.
