@@ -193,7 +193,7 @@ func devicesGroup(out io.Writer) error {
 	line("device check that writes last-seen (once per device per 30 s), p50", "O(1) on the request's path", seen, 0.5)
 	line("revocation by another process: RevokeDevice (file rewritten), p50", "O(n), off the request's path", revoke, 0.5)
 	line("revocation until the next request is refused, max of 3", "≤ 1 s (P1)", refuse, 1)
-	line("revocation until open streams are ended (register watch, 1 s), max of 3", "≤ 1 s + reload (P1)", told, 1)
+	line("revocation until open streams are ended (register watch, every 500 ms), max of 3", "≤ 1 s (P1)", told, 1)
 	sizes := ""
 	for k, p := range regs {
 		if k > 0 {

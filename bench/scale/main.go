@@ -21,7 +21,7 @@
 //     timeout of `fleet serve`) over 10, 100 and 1,000 consoles, one in ten a full accept queue.
 //   - devices: a device register (pairing.Register) of 10, 1,000 and 10,000 devices: the device
 //     check of every direct-reach request (Authenticate) for the first and the last device, the
-//     check that also writes last-seen (once per device per pairing.LastSeenInterval), a
+//     check that also writes last-seen (once per device per pairing.LastSeenInterval, in the background), a
 //     revocation written by another process until the next check refuses it, and heap per device.
 //   - streams: 10, 1,000 and 10,000 idle WebSockets, then as many server-sent event streams,
 //     through the loopback door of the 10-console `fleet serve`, each carrying one small message;
