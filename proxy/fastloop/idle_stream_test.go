@@ -11,6 +11,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/phase-console/fleet/internal/doortest"
+	"github.com/phase-console/fleet/internal/rawhttp"
 )
 
 // lockedBuffer is a bytes.Buffer that one goroutine writes while another reads.
@@ -77,5 +80,38 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		if time.Now().After(limit) {
 			t.Fatalf("%s: not after 10 s", what)
 		}
+	}
+}
+
+// TestKeptConnectionHoldsNoWriter_P1: a console connection kept for the next exchange holds no
+// writer of its own: one is taken for each request and given back once the request is sent, so
+// that idle connections and long streams cost less each (SPEC P1).
+func TestKeptConnectionHoldsNoWriter_P1(t *testing.T) {
+	d := startTestDoor(t)
+	fast := countFast(t)
+	conn := d.Dial()
+	defer conn.Close()
+	for i := range 2 {
+		r := (rawhttp.Exchange(t, conn, doortest.ServeReq("GET", "/c/alpha/kept"), 1))[0]
+		if r.Status != http.StatusOK || r.Body != "echo /kept" {
+			t.Fatalf("request %d: %d %q %q", i+1, r.Status, r.Reason, r.Body)
+		}
+	}
+	if fast() == 0 {
+		t.Fatal("the fast loop served nothing")
+	}
+	d.cs.pool.mu.Lock()
+	defer d.cs.pool.mu.Unlock()
+	kept := 0
+	for _, list := range d.cs.pool.idle {
+		for _, uc := range list {
+			kept++
+			if uc.bw != nil {
+				t.Error("P1 a kept console connection holds a writer")
+			}
+		}
+	}
+	if kept == 0 {
+		t.Fatal("no console connection kept")
 	}
 }

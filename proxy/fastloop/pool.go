@@ -32,7 +32,7 @@ const (
 type upConn struct {
 	c       net.Conn
 	br      *bufio.Reader
-	bw      *bufio.Writer
+	bw      *bufio.Writer // while a request is written (roundTrip), from consoleWriters
 	addr    string
 	rc      syscall.RawConn // c's socket, for send
 	sendFn  func(fd uintptr) bool
@@ -133,8 +133,14 @@ func (uc *upConn) readAnswer(out *http.Request, ar *answerReader) (*http.Respons
 // kept connection that the console closed or wrote to unasked since its last answer is
 // errStale, with nothing written to it. An answer that has not begun within answerGrace is
 // waited for while the caller is watched (watch).
+//
+// Its writer is taken for the request and given back once the request is sent: a kept
+// connection, or one carrying a long stream, holds none (SPEC P1).
 func (uc *upConn) roundTrip(ex *exchange) (*http.Response, error) {
 	uc.read = 0
+	uc.bw = consoleWriters.Get().(*bufio.Writer)
+	uc.bw.Reset(uc.c)
+	defer func() { uc.bw.Reset(nil); consoleWriters.Put(uc.bw); uc.bw = nil }()
 	if err := ex.writeHead(uc.bw); err != nil {
 		return nil, err
 	}
@@ -179,6 +185,9 @@ func (uc *upConn) roundTrip(ex *exchange) (*http.Response, error) {
 	}
 	return uc.readAnswer(&ex.out, &ex.answer)
 }
+
+// consoleWriters are the writers a request to a console is written through (roundTrip).
+var consoleWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 4<<10) }}
 
 // errStale is a kept connection found closed by its console, or written to unasked.
 var errStale = errors.New("the console closed its connection or wrote to it unasked")
@@ -261,7 +270,6 @@ func (p *consolePool) take(ctx context.Context, addr string) (uc *upConn, reused
 		uc.sendFn = uc.send
 	}
 	uc.br = bufio.NewReaderSize(uc, fastReadBuffer)
-	uc.bw = bufio.NewWriterSize(c, 4<<10)
 	return uc, false, nil
 }
 
