@@ -68,14 +68,40 @@ const copyBufferSize = 32 << 10
 
 var copyBufferPool = sync.Pool{New: func() any { return new([copyBufferSize]byte) }}
 
-// copyBuffersOut counts the copy buffers taken from copyBufferPool and not yet given back: what
-// the streams that are waiting hold (tests look at it).
-var copyBuffersOut atomic.Int64
+// While countPools is set (tests only), copyBuffersOut and callerWritersOut count the copy
+// buffers and caller writers taken from their pools and not given back: what the exchanges in
+// progress, the streams that wait among them, hold. Unset, nothing is counted: no shared write
+// on every exchange.
+var (
+	countPools                       atomic.Bool
+	copyBuffersOut, callerWritersOut atomic.Int64
+)
+
+func countOut(n *atomic.Int64, delta int64) {
+	if countPools.Load() {
+		n.Add(delta)
+	}
+}
 
 // max1xx bounds the informational answers passed on before the final one (net/http's Transport's).
 const max1xx = 5
 
 var callerWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, fastReadBuffer) }}
+
+// takeCallerWriter is a writer from callerWriters writing to to; giveCallerWriter gives it
+// back, writing to nothing.
+func takeCallerWriter(to io.Writer) *bufio.Writer {
+	w := callerWriters.Get().(*bufio.Writer)
+	w.Reset(to)
+	countOut(&callerWritersOut, 1)
+	return w
+}
+
+func giveCallerWriter(w *bufio.Writer) {
+	w.Reset(nil)
+	callerWriters.Put(w)
+	countOut(&callerWritersOut, -1)
+}
 
 // exchange forwards r, which the Door judged (ex.judged) to go to t (its Target), over a kept
 // connection, writes the console's answer to caller, and reports whether caller's connection may
@@ -127,9 +153,12 @@ func (cs *ConnServer) exchange(ex *exchange, caller net.Conn, r *http.Request, l
 		return writeFast(caller, r, &ex.entry, func(w http.ResponseWriter) { h.AnswerFailed(w, r, j, err) })
 	}
 
-	cw := callerWriters.Get().(*bufio.Writer)
-	cw.Reset(caller)
-	defer func() { cw.Reset(nil); callerWriters.Put(cw) }()
+	cw := takeCallerWriter(caller) // copyAnswerBody may give it back and take another: see there
+	defer func() {
+		if cw != nil {
+			giveCallerWriter(cw)
+		}
+	}()
 	for n := 0; res.StatusCode >= 100 && res.StatusCode <= 199 && res.StatusCode != http.StatusSwitchingProtocols; n++ {
 		// 103 Early Hints and the like, passed on as ReverseProxy passes them on.
 		var err error
@@ -172,7 +201,7 @@ func (cs *ConnServer) exchange(ex *exchange, caller net.Conn, r *http.Request, l
 		// from the start.
 		uc.watch()
 	}
-	consoleErr, callerErr := copyAnswerBody(cw, res, uc.br, chunked, &ex.entry.Bytes)
+	consoleErr, callerErr := copyAnswerBody(&cw, caller, res, uc.br, chunked, &ex.entry.Bytes)
 	callerGone := uc.endWatch() // if so, the watch closed the console's connection
 	if consoleErr != nil || callerErr != nil || callerGone {
 		// The answer is cut short: the caller sees its connection close, as ReverseProxy's.
@@ -287,22 +316,26 @@ func isCTL(r rune) bool { return r < ' ' || r == 0x7f }
 // isASCIISpace is what textproto.TrimString trims.
 func isASCIISpace(b byte) bool { return b == ' ' || b == '\t' || b == '\n' || b == '\r' }
 
-// copyAnswerBody copies the console's answer body to w (chunked: re-framed), sending what it has
-// whenever the console has nothing more at hand (so a stream is passed on as it comes), then the
-// trailers; what is left in w is for the caller to flush. consoleErr is a failed read of the
-// console, callerErr a failed write to the caller.
+// copyAnswerBody copies the console's answer body to *wp, a writer from callerWriters writing to
+// caller (chunked: re-framed), sending what it has whenever the console has nothing more at hand
+// (so a stream is passed on as it comes), then the trailers; what is left in *wp is for the
+// caller to flush. consoleErr is a failed read of the console, callerErr a failed write to the
+// caller.
 //
 // An answer of unknown length (chunked: server-sent events, a long poll) waits for the console's
-// next bytes holding no copy buffer once the console has had nothing more at hand: such a stream
-// may be silent for hours, and thousands of them open at once must cost little each (SPEC P1:
-// at most 32 KiB a stream). A bulk answer, whose reads fill the buffer, keeps it.
-// sent counts the body bytes written to w.
-func copyAnswerBody(w *bufio.Writer, res *http.Response, from *bufio.Reader, chunked bool, sent *int64) (consoleErr, callerErr error) {
+// next bytes holding no copy buffer, and no caller writer once all was sent, when the console has
+// had nothing more at hand: such a stream may be silent for hours, and thousands of them open at
+// once must cost little each (SPEC P1: at most 32 KiB a stream). The writer given back is never
+// used again; *wp is the one taken after the wait (never nil when copyAnswerBody returns). A bulk
+// answer, whose reads fill the buffer, keeps both.
+// sent counts the body bytes written to the caller.
+func copyAnswerBody(wp **bufio.Writer, caller io.Writer, res *http.Response, from *bufio.Reader, chunked bool, sent *int64) (consoleErr, callerErr error) {
+	w := *wp
 	var buf *[copyBufferSize]byte
 	putBuf := func() {
 		if buf != nil {
 			copyBufferPool.Put(buf)
-			copyBuffersOut.Add(-1)
+			countOut(&copyBuffersOut, -1)
 			buf = nil
 		}
 	}
@@ -311,7 +344,16 @@ func copyAnswerBody(w *bufio.Writer, res *http.Response, from *bufio.Reader, chu
 	for {
 		if chunked && quiet && from.Buffered() == 0 {
 			putBuf()
+			allSent := w.Buffered() == 0
+			if allSent {
+				giveCallerWriter(w)
+				w, *wp = nil, nil
+			}
 			from.Peek(1) // waits for the next bytes in from's own buffer; an error is the next Read's
+			if allSent {
+				w = takeCallerWriter(caller)
+				*wp = w
+			}
 		}
 		var p []byte
 		if n := from.Buffered(); !chunked && n > 0 && n <= w.Available() {
@@ -319,7 +361,7 @@ func copyAnswerBody(w *bufio.Writer, res *http.Response, from *bufio.Reader, chu
 		} else {
 			if buf == nil {
 				buf = copyBufferPool.Get().(*[copyBufferSize]byte)
-				copyBuffersOut.Add(1)
+				countOut(&copyBuffersOut, 1)
 			}
 			p = buf[:]
 		}
@@ -425,9 +467,8 @@ func writeFast(caller net.Conn, r *http.Request, e *audit.Entry, answer func(w h
 	if !keep {
 		h2["Connection"] = []string{"close"}
 	}
-	bw := callerWriters.Get().(*bufio.Writer)
-	bw.Reset(caller)
-	defer func() { bw.Reset(nil); callerWriters.Put(bw) }()
+	bw := takeCallerWriter(caller)
+	defer giveCallerWriter(bw)
 	bw.WriteString("HTTP/1.1 " + strconv.Itoa(w.status) + " " + http.StatusText(w.status) + "\r\n")
 	h2.Write(bw)
 	bw.WriteString("\r\n")

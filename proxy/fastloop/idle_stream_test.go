@@ -36,19 +36,22 @@ func (l *lockedBuffer) String() string {
 
 // TestIdleStreamHoldsNoCopyBuffer_P1: an answer of unknown length (server-sent events) that the
 // console has sent an event of and then falls silent is passed on at once and waits for the next
-// event holding no copy buffer (SPEC P1: an idle stream costs at most 32 KiB), and what follows
+// event holding no copy buffer and no caller writer (SPEC P1: an idle stream costs at most 32 KiB), and what follows
 // is passed on, re-framed, to its end.
 func TestIdleStreamHoldsNoCopyBuffer_P1(t *testing.T) {
 	console, far := net.Pipe()
 	defer far.Close()
 	from := bufio.NewReaderSize(console, fastReadBuffer)
 	res := &http.Response{Body: io.NopCloser(httputil.NewChunkedReader(from))}
+	countPools.Store(true)
+	t.Cleanup(func() { countPools.Store(false) })
 	var out lockedBuffer
-	w := bufio.NewWriter(&out)
+	before, writersBefore := copyBuffersOut.Load(), callerWritersOut.Load()
+	w := takeCallerWriter(&out)
 	done := make(chan error, 1)
-	before := copyBuffersOut.Load()
 	go func() {
-		consoleErr, callerErr := copyAnswerBody(w, res, from, true)
+		var sent int64
+		consoleErr, callerErr := copyAnswerBody(&w, &out, res, from, true, &sent)
 		if consoleErr == nil {
 			consoleErr = callerErr
 		}
@@ -57,14 +60,15 @@ func TestIdleStreamHoldsNoCopyBuffer_P1(t *testing.T) {
 
 	event := "data: one\n\n"
 	io.WriteString(far, "b\r\n"+event+"\r\n") // net.Pipe: returns once copyAnswerBody has read it
-	waitFor(t, "P1 the first event passed on, with no copy buffer held while the stream is silent", func() bool {
-		return strings.Contains(out.String(), event) && copyBuffersOut.Load() <= before
+	waitFor(t, "P1 the first event passed on, with no copy buffer nor caller writer held while the stream is silent", func() bool {
+		return strings.Contains(out.String(), event) && copyBuffersOut.Load() <= before && callerWritersOut.Load() <= writersBefore
 	})
 	io.WriteString(far, "4\r\nmore\r\n0\r\n\r\n")
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
 	w.Flush()
+	giveCallerWriter(w)
 	if got, want := out.String(), "b\r\n"+event+"\r\n4\r\nmore\r\n0\r\n\r\n"; got != want {
 		t.Errorf("passed on %q; want %q", got, want)
 	}
