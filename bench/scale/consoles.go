@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"sync"
 	"syscall"
 	"time"
 )
@@ -90,12 +89,13 @@ type blackHole struct {
 	filler net.Conn
 }
 
-var holesMu sync.Mutex
-
 func newBlackHole() (*blackHole, error) {
-	holesMu.Lock()
-	defer holesMu.Unlock()
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	syscall.ForkLock.RLock() // no process started between the socket and its close-on-exec
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	if err == nil {
+		syscall.CloseOnExec(fd)
+	}
+	syscall.ForkLock.RUnlock()
 	if err != nil {
 		return nil, err
 	}
