@@ -337,7 +337,7 @@ type Register struct {
 	byID   map[string]*liveDevice
 	subs   []func(id6 string)
 	// seenDue: a device's last seen is due to be written; seenWriting: the writer runs. One
-	// writer at a time, off every request's path (scheduleLastSeen).
+	// writer at a time, off every request's path (Authenticate starts writeLastSeenWhileDue).
 	seenDue, seenWriting bool
 
 	seenWrites sync.WaitGroup // the writer of last seen, while it runs (WaitWrites)
