@@ -30,6 +30,9 @@ func TestRegisterBadThenGoodBelievesDeviceAgain_R8(t *testing.T) {
 	if res := d.RawAs(d.req("GET", "/c/alpha/", cookie)); res.Status != http.StatusOK {
 		t.Fatalf("before: status %d %s, want 200", res.Status, res.Reason)
 	}
+	// That request's last seen is written in the background from the file it read: let it land
+	// before the file is broken, as an operator's edit would come after it.
+	d.register.WaitWrites()
 	path := filepath.Join(d.reachDir, pairing.DevicesFile)
 	good, err := os.ReadFile(path)
 	if err != nil {
