@@ -14,6 +14,7 @@ import (
 
 	"github.com/phase-console/fleet/audit"
 	"github.com/phase-console/fleet/internal/doortest"
+	"github.com/phase-console/fleet/internal/rawhttp"
 	"github.com/phase-console/fleet/internal/state"
 )
 
@@ -240,5 +241,79 @@ func TestMetricsMethod_G4(t *testing.T) {
 	d.WantRejected(t, d.localReq("DELETE", metricsPath, "", bearer), http.StatusMethodNotAllowed, "method")
 	if r := d.Raw(d.localReq("GET", metricsPath+"/", "", bearer)); r.Status != http.StatusNotFound && r.Status != http.StatusUnauthorized {
 		t.Errorf("GET %s/: %d, want it refused as another API", metricsPath, r.Status)
+	}
+}
+
+// TestMetricsCountWhatTheDoorAnswered_G4: a scripted run of raw requests through the loopback
+// door — forwarded, refused after identification, refused before it — is what a scrape counts,
+// family by family; an id that no console holds mints no series.
+func TestMetricsCountWhatTheDoorAnswered_G4(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "state")
+	writeProfile(t, home, "access:\n  mode: grants\n")
+	tn := doortest.NewFakeTailscaled()
+	p := tn.Peers[doortest.AliceIP]
+	p.Caps = grantsOf(`{"consoles":["alpha"]}`)
+	tn.Peers[doortest.AliceIP] = p
+	d := startDoorAt(t, home, tn)
+	d.addConsole(t, "beta") // registered, and not granted to alice
+	d.srv.registry.probes.Wait()
+	// Told of each entry after the metrics are: once it holds n entries, the metrics counted n.
+	seen := &keptEntries{}
+	d.srv.door.Audit = audit.Recorders{d.srv.door.Audit, seen}
+
+	script := []struct {
+		req    string
+		status int
+	}{
+		{doortest.ServeReq("GET", "/c/alpha/a"), 200},                             // fast loop
+		{doortest.ServeReq("GET", "/c/alpha/b"), 200},                             // fast loop
+		{doortest.ServeReq("POST", "/c/alpha/c", "Content-Length: 1") + "x", 200}, // net/http's path
+		{doortest.ServeReq("GET", "/c/beta/x"), 403},                              // not-granted
+		{doortest.ServeReq("GET", "/c/ghost/x"), 403},                             // not-granted: no such console
+		{doortest.ServeReq("GET", "/c/alpha/hooks/x"), 0},                         // hooks, before identity
+		{"GET /c/alpha/x HTTP/1.1\r\nHost: " + doortest.TSName + "\r\n\r\n", 0},   // unverified
+	}
+	for _, s := range script {
+		r := d.Raw(rawhttp.CRLF(s.req))
+		if s.status != 0 && r.Status != s.status || s.status == 0 && r.Status < 400 {
+			t.Fatalf("%q: %d %s", s.req, r.Status, r.Reason)
+		}
+	}
+	for deadline := time.Now().Add(10 * time.Second); len(seen.entries()) < len(script); {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d entries recorded of %d requests", len(seen.entries()), len(script))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+
+	r := d.Raw(d.localReq("GET", metricsPath, "", "Authorization: Bearer "+metricsToken(t, d)))
+	if r.Status != http.StatusOK {
+		t.Fatalf("scrape: %d %s", r.Status, r.Reason)
+	}
+	fams := parseMetrics(t, r.Body)
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"fleet_requests_total", map[string]string{"door": "loopback", "console": "alpha", "code": "200"}, 3},
+		{"fleet_refusals_total", map[string]string{"door": "loopback", "reason": "not-granted"}, 2},
+		{"fleet_refusals_total", map[string]string{"door": "loopback", "reason": "hooks"}, 1},
+		{"fleet_refusals_total", map[string]string{"door": "loopback", "reason": "unverified"}, 1},
+		{"fleet_consoles", map[string]string{"health": "up"}, 2},
+	} {
+		if got := metricValue(fams, c.name, c.labels); got != c.want {
+			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
+		}
+	}
+	var timed uint64
+	for _, m := range fams["fleet_request_duration_seconds"].GetMetric() {
+		timed += m.GetHistogram().GetSampleCount()
+	}
+	if timed != 3 {
+		t.Errorf("fleet_request_duration_seconds counts %d requests, want the 3 forwarded", timed)
+	}
+	if strings.Contains(r.Body, "ghost") || strings.Contains(r.Body, `console="beta"`) {
+		t.Error("a refused or unknown id labels a series")
 	}
 }
