@@ -23,16 +23,9 @@ import (
 	"tailscale.com/client/local"
 	"tailscale.com/ipn"
 	"tailscale.com/ipn/ipnstate"
-	"tailscale.com/ipn/store/mem"
-	"tailscale.com/logtail"
-	"tailscale.com/net/netns"
-	"tailscale.com/tailcfg"
-	"tailscale.com/tsnet"
-	"tailscale.com/tstest/integration"
-	"tailscale.com/tstest/integration/testcontrol"
-	"tailscale.com/types/logger"
 
 	"github.com/phase-console/fleet/internal/supervisortest"
+	"github.com/phase-console/fleet/internal/tailnettest"
 	"github.com/phase-console/fleet/supervisor"
 	"github.com/phase-console/fleet/tailnet"
 )
@@ -46,8 +39,7 @@ const (
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	logtail.Disable()       // no log upload, ever
-	netns.SetEnabled(false) // as tsnet's own tests: no socket marks, no SO_BINDTODEVICE
+	tailnettest.Prepare()
 	os.Exit(m.Run())
 }
 
@@ -76,52 +68,22 @@ func (r refusalCounter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func logf(b *testing.B, done *atomic.Bool, prefix string) logger.Logf {
-	if !*verbose {
-		return logger.Discard
-	}
-	return func(format string, args ...any) {
-		if !done.Load() {
-			b.Logf(prefix+format, args...)
-		}
-	}
-}
-
 func startTailnet(b *testing.B) *testTailnet {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), setupBudget)
 	b.Cleanup(cancel)
-	var done atomic.Bool
-	b.Cleanup(func() { done.Store(true) })
 	began := time.Now()
 
-	derpMap := integration.RunDERPAndSTUN(b, logf(b, &done, "derp: "), "127.0.0.1")
-	control := &testcontrol.Server{
-		DERPMap:        derpMap,
-		DNSConfig:      &tailcfg.DNSConfig{Proxied: true},
-		MagicDNSDomain: magicDNSDomain,
-		Logf:           logf(b, &done, "control: "),
-	}
-	control.HTTPTestServer = httptest.NewUnstartedServer(control)
-	control.HTTPTestServer.Start()
-	b.Cleanup(control.HTTPTestServer.Close)
-	url := control.HTTPTestServer.URL
-
-	_, supLC, supIP := startNode(b, ctx, &done, url, "sup")
-	client, _, clientIP := startNode(b, ctx, &done, url, "client")
+	control := tailnettest.StartControl(b, *verbose, magicDNSDomain, nil)
+	sup := tailnettest.StartNode(b, ctx, *verbose, control, "sup")
+	client := tailnettest.StartNode(b, ctx, *verbose, control, "client")
+	supLC := sup.LC
 	st, err := supLC.StatusWithoutPeers(ctx)
 	if err != nil {
 		b.Fatal(err)
 	}
-	tn := &testTailnet{ctx: ctx, supIP: supIP, supFQDN: strings.TrimSuffix(st.Self.DNSName, ".")}
-	for { // sup must know the client before fleet can verify it
-		if who, err := supLC.WhoIs(ctx, clientIP.String()); err == nil && who.Node != nil && who.UserProfile != nil {
-			break
-		}
-		if !pause(ctx) {
-			b.Fatalf("sup never learnt the client: %v", ctx.Err())
-		}
-	}
+	tn := &testTailnet{ctx: ctx, supIP: sup.IP, supFQDN: strings.TrimSuffix(st.Self.DNSName, ".")}
+	tailnettest.WaitWhoIs(b, ctx, supLC, client.IP) // sup must know the client before fleet can verify it
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("/small", func(w http.ResponseWriter, r *http.Request) {
@@ -153,7 +115,7 @@ func startTailnet(b *testing.B) *testTailnet {
 	}
 
 	tn.http = &http.Client{Transport: &http.Transport{
-		DialContext:         client.Dial,
+		DialContext:         client.Srv.Dial,
 		MaxIdleConns:        256,
 		MaxIdleConnsPerHost: 128,
 		DisableCompression:  true,
@@ -205,44 +167,6 @@ func (k kernelTUN) StatusWithoutPeers(ctx context.Context) (*ipnstate.Status, er
 		st.TUN = true
 	}
 	return st, err
-}
-
-func startNode(b *testing.B, ctx context.Context, done *atomic.Bool, controlURL, name string) (*tsnet.Server, *local.Client, netip.Addr) {
-	b.Helper()
-	dir := filepath.Join(b.TempDir(), name)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		b.Fatal(err)
-	}
-	s := &tsnet.Server{
-		Dir:        dir,
-		ControlURL: controlURL,
-		Hostname:   name,
-		Store:      new(mem.Store),
-		Ephemeral:  true,
-		Logf:       logf(b, done, name+": "),
-		UserLogf:   logf(b, done, name+": "),
-	}
-	b.Cleanup(func() { s.Close() })
-	st, err := s.Up(ctx)
-	if err != nil {
-		b.Fatalf("node %s: %v", name, err)
-	}
-	lc, err := s.LocalClient()
-	if err != nil {
-		b.Fatal(err)
-	}
-	// Wait for a home DERP region that has been heard from (as tsnet's tests do), so that the
-	// first packets are not dropped.
-	h, ms := s.Sys().HealthTracker.Get(), s.Sys().MagicSock.Get()
-	for {
-		if r := ms.GetLastNetcheckReport(ctx); r != nil && r.PreferredDERP != 0 && !h.GetDERPRegionReceivedTime(r.PreferredDERP).IsZero() {
-			break
-		}
-		if !pause(ctx) {
-			b.Fatalf("node %s: no home DERP: %v", name, ctx.Err())
-		}
-	}
-	return s, lc, st.TailscaleIPs[0]
 }
 
 // pause waits a little, or reports false when ctx is done.
