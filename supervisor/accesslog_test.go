@@ -92,7 +92,7 @@ func TestAccessLogLoopback_G3(t *testing.T) {
 	if r := d.Raw(doortest.ServeReq("GET", "/c/beta/x?"+secretQuery)); r.Status != 403 || r.Header.Get("X-Fleet-Reason") != "not-granted" {
 		t.Fatalf("beta: %d %s", r.Status, r.Header.Get("X-Fleet-Reason"))
 	}
-	lines := doortest.AccessLog(t, d.accessLogPath(), 3)
+	doortest.AccessLog(t, d.accessLogPath(), 3)
 
 	// A WebSocket: one line when it closes, with its duration and the bytes sent to the caller.
 	conn, br, resp := d.Open(wsReq("/c/alpha/ws?" + secretQuery))
@@ -105,7 +105,7 @@ func TestAccessLogLoopback_G3(t *testing.T) {
 	}
 	clock.Advance(1500 * time.Millisecond)
 	conn.Close()
-	lines = doortest.AccessLog(t, d.accessLogPath(), 4)
+	lines := doortest.AccessLog(t, d.accessLogPath(), 4)
 
 	want := []audit.Line{
 		{Time: "2026-12-01T22:01:02.345Z", Door: "loopback", Login: doortest.Alice, Console: "alpha", Method: "GET", Path: "/page", Status: 200, Bytes: int64(len("echo /page")), Peer: doortest.AliceIP},
