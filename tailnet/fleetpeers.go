@@ -22,6 +22,8 @@ import (
 
 	"tailscale.com/ipn/ipnstate"
 	"tailscale.com/net/tsaddr"
+
+	"github.com/phase-console/fleet/contract"
 )
 
 // peersTTL is how long tailscaled's status of peers is reused: a flood of index fetches asks
@@ -81,21 +83,21 @@ func ReadPeers(st *ipnstate.Status) (*PeerList, error) {
 	}
 	suffix := ""
 	if st.CurrentTailnet != nil {
-		suffix = strings.ToLower(strings.Trim(st.CurrentTailnet.MagicDNSSuffix, "."))
+		suffix = asciiLower(strings.Trim(st.CurrentTailnet.MagicDNSSuffix, "."))
 	}
 	if suffix == "" || !validName(suffix) {
 		return nil, ErrNoSuffix
 	}
 	l := &PeerList{Suffix: suffix}
 	if st.Self != nil {
-		l.Self = strings.ToLower(strings.TrimSuffix(st.Self.DNSName, "."))
+		l.Self = asciiLower(strings.TrimSuffix(st.Self.DNSName, "."))
 		l.SelfTagged = st.Self.Tags != nil && st.Self.Tags.Len() > 0
 	}
 	for _, ps := range st.Peer {
 		if ps == nil || ps.ShareeNode {
 			continue
 		}
-		name := strings.ToLower(strings.TrimSuffix(ps.DNSName, "."))
+		name := asciiLower(strings.TrimSuffix(ps.DNSName, "."))
 		host, ok := peerHost(name, suffix)
 		if !ok {
 			continue
@@ -153,6 +155,17 @@ func validLabel(s string) bool {
 		}
 	}
 	return true
+}
+
+// asciiLower is s with A–Z lower-cased and every other byte as it is.
+func asciiLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + ('a' - 'A')
+		}
+	}
+	return string(b)
 }
 
 // validName reports whether s is dot-separated valid labels.
@@ -237,7 +250,7 @@ func (v *Verifier) Peers(ctx context.Context) (*PeerList, error) {
 func (v *Verifier) SetFleetPeers(hosts []string) {
 	lower := make([]string, len(hosts))
 	for i, h := range hosts {
-		lower[i] = strings.ToLower(h)
+		lower[i] = asciiLower(h)
 	}
 	v.fleetPeers.Store(&lower)
 }
@@ -253,10 +266,10 @@ func (v *Verifier) listedFleetPeer(host string) bool {
 // '.', and nothing else — no port, no path, no userinfo.
 func PeerOriginHost(origin string) (string, bool) {
 	const scheme = "https://"
-	if len(origin) <= len(scheme) || !strings.EqualFold(origin[:len(scheme)], scheme) {
+	if len(origin) <= len(scheme) || !contract.EqualFoldASCII(origin[:len(scheme)], scheme) {
 		return "", false
 	}
-	host := strings.ToLower(origin[len(scheme):])
+	host := asciiLower(origin[len(scheme):]) // never strings.ToLower: it maps U+212A (Kelvin) to 'k'
 	if !validName(host) {
 		return "", false
 	}
