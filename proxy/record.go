@@ -126,6 +126,12 @@ func (a *recording) done() {
 
 // record records the entry with the answer's status and bytes body bytes sent: at the handler's
 // end (done), or an upgraded stream's when its tunnel's pipes have both returned (upgrade.go).
+// detached is what record needs of a, and nothing of the request or its writer: a stream that
+// lives for hours keeps only this, never net/http's buffers for the request it came in on.
+func (a *recording) detached() *recording {
+	return &recording{entry: a.entry, rec: a.rec, now: a.now, head: a.head, status: a.status}
+}
+
 func (a *recording) record(bytes int64) {
 	e := &a.entry
 	e.Status = a.status

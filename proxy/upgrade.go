@@ -282,7 +282,7 @@ func (u *upgradeTransport) RoundTrip(out *http.Request) (*http.Response, error) 
 		if err == nil {
 			// The stream is recorded when it closes, with its duration and the bytes that
 			// went to the caller (G3); until then nothing is.
-			a.upgraded, t.rec = true, a
+			a.upgraded, t.rec = true, a.detached()
 		}
 	}
 	if err != nil {
