@@ -36,6 +36,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"gopkg.in/natefinch/lumberjack.v2"
 
@@ -53,6 +54,11 @@ const (
 	MaxBackups = 5    // old files kept beside it
 	QueueSize  = 1024 // entries waiting for the writer; past it, lines are dropped
 	maxBatch   = 64 << 10
+
+	// writeDelay is how long the writer lets lines gather after the first one of a batch, so
+	// that a busy door wakes it a few times a second rather than once a request (a goroutine's
+	// wake-up costs more than the line). A queue half full ends the wait at once.
+	writeDelay = 50 * time.Millisecond
 )
 
 // A Log is the access log's writer. Record is safe for concurrent use; Close ends it.
@@ -62,7 +68,11 @@ type Log struct {
 	dropped atomic.Uint64
 	written atomic.Uint64
 
+	pending atomic.Bool   // a line was queued since the writer last drained, and it was told
+	kick    chan struct{} // the first line of a batch is queued (cap 1)
+	full    chan struct{} // the queue is half full: write now (cap 1)
 	flush   chan chan struct{}
+	stop    chan struct{} // closed by Close, after the queue
 	done    chan struct{}
 	closeMu sync.RWMutex // held for reading by Record, for writing by Close
 	closed  bool
@@ -94,7 +104,10 @@ func open(fleetDir string, maxSizeMiB int, out io.WriteCloser) (*Log, error) {
 	l := &Log{
 		queue: make(chan audit.Entry, QueueSize),
 		out:   out,
+		kick:  make(chan struct{}, 1),
+		full:  make(chan struct{}, 1),
 		flush: make(chan chan struct{}),
+		stop:  make(chan struct{}),
 		done:  make(chan struct{}),
 	}
 	go l.run()
@@ -135,6 +148,22 @@ func (l *Log) Record(e *audit.Entry) {
 	case l.queue <- *e:
 	default:
 		l.dropped.Add(1)
+		return
+	}
+	// The writer waits for these two only: a line queued wakes it once a batch, not once a line.
+	if !l.pending.Load() && l.pending.CompareAndSwap(false, true) {
+		nudge(l.kick)
+	}
+	if len(l.queue) >= QueueSize/2 {
+		nudge(l.full)
+	}
+}
+
+// nudge sends on ch (cap 1) if it holds nothing yet.
+func nudge(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
 	}
 }
 
@@ -166,69 +195,68 @@ func (l *Log) Close() error {
 	}
 	l.closed = true
 	close(l.queue)
+	close(l.stop)
 	l.closeMu.Unlock()
 	<-l.done
 	return l.out.Close()
 }
 
-// run is the one writer: it takes what is queued, up to maxBatch bytes of lines at a time, and
-// writes them in one Write.
+// run is the one writer. Told of a batch's first line (kick), it waits writeDelay for more (less
+// when the queue is half full, a Flush or Close asks), then writes all that is queued, up to
+// maxBatch bytes of lines a Write. It ends once Close has closed the queue and it is written.
 func (l *Log) run() {
 	defer close(l.done)
 	buf := make([]byte, 0, maxBatch+4096)
+	delay := time.NewTimer(writeDelay)
+	delay.Stop()
 	for {
-		var e audit.Entry
-		var ok bool
+		var flushed chan struct{}
 		select {
-		case e, ok = <-l.queue:
-		case ch := <-l.flush:
-			l.drain(&buf)
-			close(ch)
-			continue
-		}
-		if !ok {
-			return
-		}
-		n := l.appendLine(&buf, &e)
-	batch:
-		for len(buf) < maxBatch {
+		case <-l.kick:
+			delay.Reset(writeDelay)
 			select {
-			case e, ok = <-l.queue:
-				if !ok {
-					break batch
-				}
-				n += l.appendLine(&buf, &e)
-			default:
-				break batch
+			case <-delay.C:
+			case <-l.full:
+			case flushed = <-l.flush:
+			case <-l.stop:
 			}
+			delay.Stop()
+		case flushed = <-l.flush:
+		case <-l.stop:
 		}
-		l.write(&buf, n)
-		if !ok {
+		l.pending.Store(false) // before the drain: a line queued after it kicks the next batch
+		open := l.drain(&buf)
+		if flushed != nil {
+			close(flushed)
+		}
+		if !open {
 			return
 		}
 	}
 }
 
-// drain writes every line queued now.
-func (l *Log) drain(buf *[]byte) {
+// drain writes every line queued now, and reports false once the queue is closed and empty.
+func (l *Log) drain(buf *[]byte) bool {
 	for {
-		n := 0
+		n, took, open := 0, 0, true
 	batch:
 		for len(*buf) < maxBatch {
 			select {
 			case e, ok := <-l.queue:
 				if !ok {
+					open = false
 					break batch
 				}
+				took++
 				n += l.appendLine(buf, &e)
 			default:
 				break batch
 			}
 		}
-		if n == 0 {
-			return
-		}
 		l.write(buf, n)
+		if !open || took == 0 {
+			return open
+		}
 	}
 }
 
