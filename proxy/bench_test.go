@@ -5,13 +5,10 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/phase-console/fleet/audit"
-	"github.com/phase-console/fleet/audit/accesslog"
 	"github.com/phase-console/fleet/internal/doortest"
 	"github.com/phase-console/fleet/internal/rawhttp"
 )
@@ -96,20 +93,7 @@ func BenchmarkHopPOST(b *testing.B) { hoppost(b) }
 func BenchmarkAccessLogPOST(b *testing.B) {
 	b.Run("off", func(b *testing.B) { hoppost(b) })
 	b.Run("on", func(b *testing.B) {
-		dir := filepath.Join(b.TempDir(), "fleet")
-		if err := os.Mkdir(dir, 0o700); err != nil {
-			b.Fatal(err)
-		}
-		log, err := accesslog.Open(dir)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer func() {
-			log.Close()
-			if log.Dropped() != 0 {
-				b.Errorf("%d lines dropped", log.Dropped())
-			}
-		}()
+		log := doortest.PrivateAccessLog(b)
 		hoppost(b, func(d *Door) { d.Audit, d.Name = log, audit.DoorLoopback })
 	})
 }

@@ -19,12 +19,14 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/phase-console/fleet/audit"
+	"github.com/phase-console/fleet/audit/accesslog"
 	"github.com/phase-console/fleet/contract"
 	"github.com/phase-console/fleet/internal/echoconsole"
 	"github.com/phase-console/fleet/internal/rawhttp"
@@ -356,4 +358,25 @@ func AccessLog(t testing.TB, path string, n int) []audit.Line {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// PrivateAccessLog opens an access log in a fresh 0700 folder of tb's own, closed when tb ends,
+// and fails tb if it dropped a line: the writer as `fleet serve` runs it, for a benchmark's "on".
+func PrivateAccessLog(tb testing.TB) *accesslog.Log {
+	tb.Helper()
+	dir := filepath.Join(tb.TempDir(), "fleet")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		tb.Fatal(err)
+	}
+	log, err := accesslog.Open(dir)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		log.Close()
+		if n := log.Dropped(); n != 0 {
+			tb.Errorf("%d access-log lines dropped", n)
+		}
+	})
+	return log
 }

@@ -4,13 +4,10 @@ import (
 	"bufio"
 	"io"
 	"net"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/phase-console/fleet/audit"
-	"github.com/phase-console/fleet/audit/accesslog"
 	"github.com/phase-console/fleet/internal/doortest"
 	"github.com/phase-console/fleet/internal/rawhttp"
 	"github.com/phase-console/fleet/proxy"
@@ -29,20 +26,7 @@ func BenchmarkHopFastGET(b *testing.B) { hopfastget(b) }
 func BenchmarkAccessLogFastGET(b *testing.B) {
 	b.Run("off", func(b *testing.B) { hopfastget(b) })
 	b.Run("on", func(b *testing.B) {
-		dir := filepath.Join(b.TempDir(), "fleet")
-		if err := os.Mkdir(dir, 0o700); err != nil {
-			b.Fatal(err)
-		}
-		log, err := accesslog.Open(dir)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer func() {
-			log.Close()
-			if log.Dropped() != 0 {
-				b.Errorf("%d lines dropped", log.Dropped())
-			}
-		}()
+		log := doortest.PrivateAccessLog(b)
 		hopfastget(b, func(d *proxy.Door) { d.Audit, d.Name = log, audit.DoorLoopback })
 	})
 }
