@@ -2,8 +2,6 @@ package reach
 
 import (
 	"context"
-	"fmt"
-	"html"
 	"net/http"
 	"path"
 	"strings"
@@ -14,7 +12,8 @@ import (
 )
 
 // This file is the door's own routes: the root certificate, the pairing pages, the redirect of an
-// unpaired caller (R7), and a paired device's pages (R1: no settings on the door; its index).
+// unpaired caller (R7), and a paired device's pages (R1: no settings on the door; its index and
+// its way out, index.go).
 
 // PairPath is the pairing page; an unpaired caller is sent there for everything else (R7).
 const PairPath = "/pair"
@@ -42,7 +41,17 @@ func (d *Door) newRouter() *httprouter.Router {
 	}
 	post := answerFromFirstByte(pair) // scrypt's time is the door's, not the caller's (answer.go)
 	rt.Handler(http.MethodPost, PairPath, post)
-	rt.Handler(http.MethodPost, PairPath+"/*asset", post)
+	// POST /pair/forget is the device's own way out (U3, index.go). httprouter takes no route
+	// beside a catch-all, so it is told from the pairing pages' POSTs here, on the path as
+	// canonicalOnly passes it.
+	forget := d.canonicalOnly(http.HandlerFunc(d.serveForget))
+	rt.Handler(http.MethodPost, PairPath+"/*asset", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == ForgetPath {
+			forget.ServeHTTP(w, r)
+			return
+		}
+		post.ServeHTTP(w, r)
+	}))
 	return rt
 }
 
@@ -113,33 +122,6 @@ func (d *Door) servePairedPage(w http.ResponseWriter, r *http.Request) {
 func underFleet(r *http.Request) bool {
 	first, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
 	return strings.EqualFold(first, "fleet")
-}
-
-// serveIndex is the device's index: a link to the front door of each console it may open (SPEC
-// G1), and nothing of where the consoles listen.
-func (d *Door) serveIndex(w http.ResponseWriter, r *http.Request) {
-	dev, _ := deviceFrom(r)
-	h := w.Header()
-	h.Set("Content-Type", "text/html; charset=utf-8")
-	proxy.SetPageHeaders(h) // the device's login, behind its ambient cookie: no other site frames it
-	h.Set("Cache-Control", "no-store")
-	var b strings.Builder
-	b.WriteString("<!doctype html><meta name=viewport content=\"width=device-width\"><title>fleet</title>\n<h1>Consoles</h1>\n")
-	fmt.Fprintf(&b, "<p>This device: %s</p>\n<ul>\n", html.EscapeString(dev.Login()))
-	var ids []string
-	for _, id := range d.cfg.Consoles.IDs() {
-		if dev.Consoles.Allows(id) { // G1: only what the device may open
-			ids = append(ids, id)
-		}
-	}
-	for _, id := range ids {
-		fmt.Fprintf(&b, "<li><a href=\"/c/%s/\">%s</a></li>\n", html.EscapeString(id), html.EscapeString(id))
-	}
-	b.WriteString("</ul>\n")
-	if len(ids) == 0 {
-		b.WriteString("<p>No console here that this device may open.</p>\n")
-	}
-	w.Write([]byte(b.String()))
 }
 
 // servePairingNotSetUp stands in for the pairing pages when the door has none.

@@ -284,3 +284,13 @@ func (c registryConsoles) IDs() []string {
 	sort.Strings(ids)
 	return ids
 }
+
+// Describe is a console's name and health in words, for a device's index on the reach door
+// (SPEC U2: reach.ConsoleDescriber).
+func (c registryConsoles) Describe(id string) (name, health string) {
+	con, ok := c.r.Get(id)
+	if !ok {
+		return "", ""
+	}
+	return con.Name, string(c.r.HealthOf(id))
+}

@@ -147,6 +147,17 @@ func (r *Registry) Get(id string) (Console, bool) {
 	return c, ok
 }
 
+// HealthOf is what is known of the console id's liveness: HealthUnknown until it is probed (and
+// for an id that is not registered).
+func (r *Registry) HealthOf(id string) Health {
+	r.hmu.Lock()
+	defer r.hmu.Unlock()
+	if h := r.health[id].state; h != "" {
+		return h
+	}
+	return HealthUnknown
+}
+
 // Put adds, changes or refreshes a console. It reports whether the id was new. A console whose
 // id, addr and name are already registered is only marked seen: nothing is written. Otherwise the
 // file is written first, and on a write error nothing changes, in memory or on disk. A new console,
