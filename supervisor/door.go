@@ -38,6 +38,8 @@ func (s *Server) newDoor() *proxy.Door {
 func (s *Server) servePage(w http.ResponseWriter, r *http.Request) {
 	rawPath, _, _ := strings.Cut(r.RequestURI, "?")
 	switch {
+	case rawPath == OwnerRevokePath || rawPath == OwnerPairPath:
+		s.serveOwner(w, r, rawPath) // U4: the owner's, through Serve; the rest of /fleet/ as below
 	case strings.HasPrefix(rawPath, "/fleet/"):
 		s.serveAPI(w, r, rawPath)
 	case rawPath == "/":

@@ -22,7 +22,7 @@ section.peer[data-state=refused] .state{color:#a00}details{margin-top:1rem;color
 var indexPage = template.Must(template.New("index").Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>fleet</title>
-<style>` + indexStyle + `</style></head>
+<style>` + indexStyle + `</style>{{if .Owner}}<style>` + ownerStyle + `</style>{{end}}</head>
 <body><h1>fleet</h1><p>Signed in as <b>{{.Login}}</b>.</p>
 {{if .Consoles}}<ul>{{range .Consoles}}<li><a href="{{.URL}}" data-console-id="{{.ID}}">{{if .Name}}{{.Name}}{{else}}{{.ID}}{{end}}</a>
 <small>{{.ID}}</small> <span class="{{.Health}}">{{.Health}}</span></li>
@@ -32,6 +32,7 @@ var indexPage = template.Must(template.New("index").Parse(`<!doctype html>
 {{end}}<details id="no-answer" hidden><summary>No answer as fleet within 2 s</summary></details>
 <script src="` + peersScriptPath + `" defer></script>{{end}}
 {{with .PeersWhy}}<p class="unknown">{{.}}</p>{{end}}
+{{with .Owner}}{{.}}{{end}}
 {{with .Recent}}<h2>Your recent activity</h2>
 <table><tr><th>time (UTC)</th><th>console</th><th>method</th><th>path</th><th>status</th></tr>
 {{range .}}<tr><td><time datetime="{{.Time.UTC.Format "2006-01-02T15:04:05.000Z"}}">{{.Time.UTC.Format "Jan 2 15:04:05"}}</time></td><td>{{.Console}}</td><td>{{.Method}}</td><td class="path">{{.Path}}</td><td>{{.Status}}</td></tr>
@@ -70,7 +71,14 @@ func (s *Server) serveIndex(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	h.Set("Cache-Control", "no-store")
 	// The page shows the operator's login: no other site may frame it (S12's ambient identity).
-	proxy.SetPageHeaders(h, indexStyle)
+	owner, isOwner := s.ownerSection(r, who.Login) // U4: the machine's owner manages its phones here
+	if isOwner {
+		proxy.SetPageHeaders(h, indexStyle, ownerStyle)
+		// Its forms post to this door alone.
+		h.Set("Content-Security-Policy", strings.Replace(h.Get("Content-Security-Policy"), "form-action 'none'", "form-action 'self'", 1))
+	} else {
+		proxy.SetPageHeaders(h, indexStyle)
+	}
 	if len(peers) > 0 {
 		// G2: the one script is this door's own, and it may ask exactly the peers listed.
 		origins := make([]string, len(peers))
@@ -80,7 +88,7 @@ func (s *Server) serveIndex(w http.ResponseWriter, r *http.Request) {
 		h.Set("Content-Security-Policy", h.Get("Content-Security-Policy")+"; script-src 'self'; connect-src "+strings.Join(origins, " "))
 	}
 	indexPage.Execute(w, map[string]any{"Login": who.Login, "Consoles": consoles, "Recent": s.recent.Of(who.Login),
-		"Peers": peers, "PeersWhy": why})
+		"Peers": peers, "PeersWhy": why, "Owner": owner})
 }
 
 // peerSections are the index's sections of other machines for a tailnet caller with login

@@ -94,6 +94,8 @@ type Server struct {
 	closeOnce sync.Once
 
 	metrics metricsState // G4: the counts, metrics.token and /fleet/v1/metrics (metrics.go)
+
+	ownerTokens *ownerTokens // U4: the owner's per-page tokens (owner.go)
 }
 
 // New prepares the supervisor's folder (F1: created 0700; refused when too open), its tokens
@@ -141,6 +143,9 @@ func New(cfg Config) (*Server, error) {
 		registry: reg,
 		stop:     make(chan struct{}),
 		recent:   NewRecentActivity(),
+	}
+	if s.ownerTokens, err = newOwnerTokens(); err != nil {
+		return nil, err
 	}
 	if s.metrics, err = s.newMetrics(); err != nil {
 		return nil, err

@@ -81,8 +81,22 @@ func (v *Verifier) VerifyViewer(r *http.Request) (proxy.Caller, *access.Grant, *
 	return who, v.grantFor(&e), nil
 }
 
+// VerifyFresh judges r as VerifyCaller judges it, S5 in full, with a WhoIs asked of tailscaled
+// for this request alone, never a cached answer: for a request that changes something (the
+// owner's POSTs, SPEC U4), where a login that tailscaled stopped naming a moment ago must not act.
+// It grants nothing; what the caller may do is its caller's to judge.
+func (v *Verifier) VerifyFresh(r *http.Request) (proxy.Caller, *proxy.Refusal) {
+	who, _, ref := v.verifyWith(r, true)
+	return who, ref
+}
+
 // verify is S5 (see VerifyCaller) and the caller's cached WhoIs answer.
 func (v *Verifier) verify(r *http.Request) (proxy.Caller, whoIsEntry, *proxy.Refusal) {
+	return v.verifyWith(r, false)
+}
+
+// verifyWith is verify; fresh asks tailscaled's WhoIs for this request, whatever is cached.
+func (v *Verifier) verifyWith(r *http.Request, fresh bool) (proxy.Caller, whoIsEntry, *proxy.Refusal) {
 	ctx := r.Context()
 	facts := factsOf(r)
 	if facts == nil {
@@ -119,7 +133,12 @@ func (v *Verifier) verify(r *http.Request) (proxy.Caller, whoIsEntry, *proxy.Ref
 	if slices.Contains(st.TailscaleIPs, ip) || (st.Self != nil && slices.Contains(st.Self.TailscaleIPs, ip)) {
 		return proxy.Caller{}, whoIsEntry{}, refuseSelf()
 	}
-	e, ref := v.whoIs(ctx, ip)
+	var e whoIsEntry
+	if fresh {
+		e, ref = v.whoIsFresh(ctx, ip)
+	} else {
+		e, ref = v.whoIs(ctx, ip)
+	}
 	if ref != nil {
 		return proxy.Caller{}, whoIsEntry{}, ref
 	}
@@ -182,6 +201,30 @@ func (v *Verifier) whoIs(ctx context.Context, ip netip.Addr) (whoIsEntry, *proxy
 		}
 		e = res.Val
 	}
+	if e.err != nil || e.resp == nil {
+		return whoIsEntry{}, unverified("tailscaled does not know the caller's address")
+	}
+	return e, nil
+}
+
+// whoIsFresh asks tailscaled's WhoIs for ip now, shares its answer with no other request and
+// reads no cache; the answer is cached for the next ordinary request.
+func (v *Verifier) whoIsFresh(ctx context.Context, ip netip.Addr) (whoIsEntry, *proxy.Refusal) {
+	now := v.now()
+	wctx, cancel := context.WithTimeout(ctx, localAPITimeout)
+	defer cancel()
+	resp, err := v.api.WhoIs(wctx, ip.String())
+	if err != nil && !errors.Is(err, local.ErrPeerNotFound) {
+		return whoIsEntry{}, v.apiDown(err)
+	}
+	e := whoIsEntry{resp: resp, err: err, expires: now.Add(whoIsTTL)}
+	e.capable, e.grant = v.readCapability(resp)
+	v.mu.Lock()
+	if len(v.whois) >= maxWhoIsCache {
+		v.whois = make(map[netip.Addr]whoIsEntry)
+	}
+	v.whois[ip] = e
+	v.mu.Unlock()
 	if e.err != nil || e.resp == nil {
 		return whoIsEntry{}, unverified("tailscaled does not know the caller's address")
 	}

@@ -169,17 +169,12 @@ func printPairSteps(w io.Writer, s pairSteps) {
 		"   fingerprint) skips step 1; a code that expired meanwhile: run fleet reach pair again.\n")
 }
 
-// rootLink is the door's root certificate, GET /ca.crt (SPEC R4, R7): no secret, so its QR code
-// may be scanned first.
-func rootLink(p reach.Profile) string {
-	return "https://" + p.Listen.String() + "/ca.crt"
-}
+// rootLink is the door's root certificate (pairing.RootLink): no secret, so its QR code may be
+// scanned first.
+func rootLink(p reach.Profile) string { return pairing.RootLink(p.Listen) }
 
-// pairLink is the door's pairing page with code in the #fragment: a browser never sends a
-// fragment, so the code reaches neither a server, a log nor a proxy (SPEC S11).
-func pairLink(p reach.Profile, code string) string {
-	return "https://" + p.Listen.String() + pairing.PairPath + "#" + code
-}
+// pairLink is the door's pairing page with code in the #fragment (pairing.PairLink).
+func pairLink(p reach.Profile, code string) string { return pairing.PairLink(p.Listen, code) }
 
 // doorOpenAt asks the running supervisor (c) whether its direct-reach door is open at listen, the
 // machine profile's address, and returns the door's root fingerprint when it is. Otherwise the

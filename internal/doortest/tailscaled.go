@@ -53,7 +53,16 @@ type FakeTailscaled struct {
 	// suffix (default Suffix; "" for none); StatusPeers the peers it lists.
 	Suffix      string
 	StatusPeers []StatusPeer
+
+	// SPEC U4: the login that owns this node in the status (Self.UserID, and its profile in
+	// the status's users, as tailscaled adds it even without peers); "" names no user.
+	// OwnerTagged makes this node a tagged one (tag:server), owned by no person.
+	Owner       string
+	OwnerTagged bool
 }
+
+// ownerUID is the owner's UserID in the fake status: apart from the peers' (1, 2, …).
+const ownerUID = tailcfg.UserID(1000)
 
 // Suffix is the fake tailnet's MagicDNS suffix: TSName is "sup." + Suffix.
 const Suffix = "tail1234.ts.net"
@@ -187,9 +196,19 @@ func (f *FakeTailscaled) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if f.Suffix != "" {
 			st.CurrentTailnet = &ipnstate.TailnetStatus{Name: "example.com", MagicDNSSuffix: f.Suffix, MagicDNSEnabled: true}
 		}
+		if f.Owner != "" {
+			st.Self.UserID = ownerUID
+			st.User = map[tailcfg.UserID]tailcfg.UserProfile{ownerUID: {ID: ownerUID, LoginName: f.Owner}}
+		}
+		if f.OwnerTagged {
+			tags := views.SliceOf([]string{"tag:server"})
+			st.Self.Tags = &tags
+		}
 		if r.URL.Query().Get("peers") != "false" {
 			st.Peer = map[key.NodePublic]*ipnstate.PeerStatus{}
-			st.User = map[tailcfg.UserID]tailcfg.UserProfile{}
+			if st.User == nil {
+				st.User = map[tailcfg.UserID]tailcfg.UserProfile{}
+			}
 			users := map[string]tailcfg.UserID{}
 			for i, p := range f.StatusPeers {
 				uid, ok := users[p.Login]
