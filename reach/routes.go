@@ -2,18 +2,18 @@ package reach
 
 import (
 	"context"
-	"fmt"
-	"html"
+	"embed"
 	"net/http"
 	"path"
 	"strings"
 
 	"github.com/julienschmidt/httprouter"
 
+	"github.com/phase-console/fleet/internal/look"
 	"github.com/phase-console/fleet/proxy"
 )
 
-// This file is the door's own routes: the root certificate, the pairing pages, the redirect of an
+// This file is the door's own routes: the root certificate, fleet's stylesheet, the pairing pages, the redirect of an
 // unpaired caller (R7), and a paired device's pages (R1: no settings on the door; its index).
 
 // PairPath is the pairing page; an unpaired caller is sent there for everything else (R7).
@@ -31,6 +31,8 @@ func (d *Door) newRouter() *httprouter.Router {
 	rt.NotFound = http.HandlerFunc(d.notMine)
 	rt.Handler(http.MethodGet, "/ca.crt", http.HandlerFunc(d.serveRoot))
 	rt.Handler(http.MethodHead, "/ca.crt", http.HandlerFunc(d.serveRoot))
+	rt.Handler(http.MethodGet, look.StylePath, http.HandlerFunc(serveStyle))
+	rt.Handler(http.MethodHead, look.StylePath, http.HandlerFunc(serveStyle))
 	pair := d.cfg.Pairing
 	if pair == nil {
 		pair = http.HandlerFunc(servePairingNotSetUp)
@@ -115,6 +117,12 @@ func underFleet(r *http.Request) bool {
 	return strings.EqualFold(first, "fleet")
 }
 
+//go:embed pages/index.html
+var pageFiles embed.FS
+
+// indexPage is the device's index, in fleet's one look (package look, SPEC U1).
+var indexPage = look.Page(pageFiles, "pages/index.html")
+
 // serveIndex is the device's index: a link to the front door of each console it may open (SPEC
 // G1), and nothing of where the consoles listen.
 func (d *Door) serveIndex(w http.ResponseWriter, r *http.Request) {
@@ -123,31 +131,28 @@ func (d *Door) serveIndex(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	proxy.SetPageHeaders(h) // the device's login, behind its ambient cookie: no other site frames it
 	h.Set("Cache-Control", "no-store")
-	var b strings.Builder
-	b.WriteString("<!doctype html><meta name=viewport content=\"width=device-width\"><title>fleet</title>\n<h1>Consoles</h1>\n")
-	fmt.Fprintf(&b, "<p>This device: %s</p>\n<ul>\n", html.EscapeString(dev.Login()))
 	var ids []string
 	for _, id := range d.cfg.Consoles.IDs() {
 		if dev.Consoles.Allows(id) { // G1: only what the device may open
 			ids = append(ids, id)
 		}
 	}
-	for _, id := range ids {
-		fmt.Fprintf(&b, "<li><a href=\"/c/%s/\">%s</a></li>\n", html.EscapeString(id), html.EscapeString(id))
-	}
-	b.WriteString("</ul>\n")
-	if len(ids) == 0 {
-		b.WriteString("<p>No console here that this device may open.</p>\n")
-	}
-	w.Write([]byte(b.String()))
+	look.Render(w, indexPage, struct {
+		Login    string
+		Consoles []string
+	}{dev.Login(), ids})
+}
+
+// serveStyle is fleet's one stylesheet (SPEC U1), to any caller: the pairing page's too (R7).
+func serveStyle(w http.ResponseWriter, r *http.Request) {
+	proxy.SetPageHeaders(w.Header())
+	look.ServeStyle(w, r)
 }
 
 // servePairingNotSetUp stands in for the pairing pages when the door has none.
 func servePairingNotSetUp(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
-	h.Set("Content-Type", "text/html; charset=utf-8")
-	h.Set("X-Content-Type-Options", "nosniff")
+	proxy.SetPageHeaders(h)
 	h.Set("Cache-Control", "no-store")
-	w.Write([]byte("<!doctype html><meta name=viewport content=\"width=device-width\"><title>fleet: pairing</title>\n" +
-		"<h1>Pairing is not set up yet</h1><p>This machine's fleet cannot pair a device yet.</p>\n"))
+	look.WriteNotSetUp(w)
 }
