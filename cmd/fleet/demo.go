@@ -19,7 +19,6 @@ import (
 	"syscall"
 	"time"
 
-
 	"github.com/phase-console/fleet/ca"
 	"github.com/phase-console/fleet/internal/peercred"
 	"github.com/phase-console/fleet/internal/state"
