@@ -5,8 +5,6 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"html"
-	"html/template"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -19,6 +17,7 @@ import (
 	"time"
 
 	"github.com/phase-console/fleet/contract"
+	"github.com/phase-console/fleet/internal/look"
 )
 
 // The pairing page's paths on the direct-reach door (SPEC R7): the door hands these, and only
@@ -80,7 +79,8 @@ const (
 //go:embed page/page.html page/assets
 var pageFiles embed.FS
 
-var pageTemplate = template.Must(template.ParseFS(pageFiles, "page/page.html"))
+// pageTemplate is the pairing page, in fleet's one look (package look, SPEC U1).
+var pageTemplate = look.Page(pageFiles, "page/page.html")
 
 // An asset is one file of page/assets, served under AssetsPrefix.
 type asset struct {
@@ -88,11 +88,13 @@ type asset struct {
 	contentType string
 }
 
-// assets maps the name of each file in page/assets to it, built once: a request names one of
-// these exactly or gets 404, so no path can reach anything else.
+// assets maps the name of each file in page/assets to it, and pair.css to fleet's one stylesheet
+// (look.Stylesheet, which the page links to under its own assets so that the Handler serves all
+// the page needs wherever it is mounted), built once: a request names one of these exactly or
+// gets 404, so no path can reach anything else.
 var assets = func() map[string]asset {
 	types := map[string]string{".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8"}
-	out := map[string]asset{}
+	out := map[string]asset{"pair.css": {body: look.Stylesheet, contentType: types[".css"]}}
 	ents, err := fs.ReadDir(pageFiles, "page/assets")
 	if err != nil {
 		panic(err)
@@ -258,18 +260,18 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		default:
 			hd.Set("Allow", "GET, HEAD, POST")
 			h.logRefusal(r, http.StatusMethodNotAllowed, "method", "only GET and POST here")
-			h.refusalPage(w, http.StatusMethodNotAllowed, "method", "only GET and POST here")
+			h.refusalPage(w, r, http.StatusMethodNotAllowed, "method", "only GET and POST here")
 		}
 	case strings.HasPrefix(p, AssetsPrefix):
 		a, ok := assets[strings.TrimPrefix(p, AssetsPrefix)]
 		switch {
 		case !ok:
 			h.logRefusal(r, http.StatusNotFound, "not-found", "no such page")
-			h.refusalPage(w, http.StatusNotFound, "not-found", "no such page")
+			h.refusalPage(w, r, http.StatusNotFound, "not-found", "no such page")
 		case r.Method != http.MethodGet && r.Method != http.MethodHead:
 			hd.Set("Allow", "GET, HEAD")
 			h.logRefusal(r, http.StatusMethodNotAllowed, "method", "only GET here")
-			h.refusalPage(w, http.StatusMethodNotAllowed, "method", "only GET here")
+			h.refusalPage(w, r, http.StatusMethodNotAllowed, "method", "only GET here")
 		default:
 			hd.Set("Content-Type", a.contentType)
 			hd.Set("Cache-Control", "no-cache")
@@ -277,7 +279,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	default:
 		h.logRefusal(r, http.StatusNotFound, "not-found", "no such page")
-		h.refusalPage(w, http.StatusNotFound, "not-found", "no such page")
+		h.refusalPage(w, r, http.StatusNotFound, "not-found", "no such page")
 	}
 }
 
@@ -286,7 +288,7 @@ func (h *handler) page(w http.ResponseWriter, status int, d pageData) {
 	d.Fingerprint, d.Loopback = h.cfg.Fingerprint, h.loopback
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
-	pageTemplate.Execute(w, d)
+	look.Render(w, pageTemplate, d)
 }
 
 // pair is the pairing POST; see NewHandler for its order.
@@ -299,24 +301,24 @@ func (h *handler) pair(w http.ResponseWriter, r *http.Request) {
 		// Logged, not counted (SPEC R6b): any page can make a browser send it, and it guesses
 		// nothing; counting it would let that page lock the phone out before it pairs.
 		h.logRefusal(r, http.StatusForbidden, ReasonOrigin, "the pairing form is posted only from the door's own page")
-		h.refusalPage(w, http.StatusForbidden, ReasonOrigin, "the pairing form is posted only from the door's own page")
+		h.refusalPage(w, r, http.StatusForbidden, ReasonOrigin, "the pairing form is posted only from the door's own page")
 		return
 	}
 	r.Body = http.MaxBytesReader(w, &idleForm{ReadCloser: r.Body, rc: http.NewResponseController(w)}, MaxFormBytes)
 	if ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); ct != "application/x-www-form-urlencoded" {
 		h.reject(r, http.StatusUnsupportedMediaType, ReasonForm, "not a urlencoded form")
-		h.refusalPage(w, http.StatusUnsupportedMediaType, ReasonForm, "the pairing form is application/x-www-form-urlencoded")
+		h.refusalPage(w, r, http.StatusUnsupportedMediaType, ReasonForm, "the pairing form is application/x-www-form-urlencoded")
 		return
 	}
 	if err := r.ParseForm(); err != nil {
 		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
 			detail := fmt.Sprintf("the pairing form is limited to %d bytes", MaxFormBytes)
 			h.reject(r, http.StatusRequestEntityTooLarge, ReasonTooLarge, detail)
-			h.refusalPage(w, http.StatusRequestEntityTooLarge, ReasonTooLarge, detail)
+			h.refusalPage(w, r, http.StatusRequestEntityTooLarge, ReasonTooLarge, detail)
 			return
 		}
 		h.reject(r, http.StatusBadRequest, ReasonForm, "the form does not parse")
-		h.refusalPage(w, http.StatusBadRequest, ReasonForm, "the form does not parse")
+		h.refusalPage(w, r, http.StatusBadRequest, ReasonForm, "the form does not parse")
 		return
 	}
 	// From the body only (PostForm): a code must never travel in a URL.
@@ -453,12 +455,9 @@ func (h *handler) pageRefused(w http.ResponseWriter, status int, d pageData, msg
 	h.page(w, status, d)
 }
 
-// refusalPage answers as proxy.WriteRefusal does, without logging.
-func (h *handler) refusalPage(w http.ResponseWriter, status int, reason, detail string) {
-	hd := w.Header()
-	hd.Set("Content-Type", "text/html; charset=utf-8")
-	hd.Set("X-Fleet-Reason", reason)
-	w.WriteHeader(status)
-	fmt.Fprintf(w, "<!doctype html><title>%d %s</title><h1>%d %s</h1><p>%s</p>\n",
-		status, html.EscapeString(reason), status, html.EscapeString(reason), html.EscapeString(detail))
+// refusalPage answers as proxy.WriteRefusal does, without logging: the refusal in the caller's
+// language (SPEC U5, package look).
+func (h *handler) refusalPage(w http.ResponseWriter, r *http.Request, status int, reason, detail string) {
+	w.Header().Set("X-Fleet-Reason", reason)
+	look.WriteRefusal(w, r, status, reason, detail)
 }

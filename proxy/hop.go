@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"fmt"
-	"html"
 	"log"
 	"log/slog"
 	"net"
@@ -18,6 +16,7 @@ import (
 	"time"
 
 	"github.com/phase-console/fleet/contract"
+	"github.com/phase-console/fleet/internal/look"
 	"github.com/phase-console/fleet/internal/peercred"
 )
 
@@ -416,13 +415,9 @@ func (h *Hop) answerFailed(w http.ResponseWriter, r *http.Request, f *forward, e
 		h.onDown(id)
 	}
 	h.log.Warn("fleet.console-down", "console", id, "method", r.Method, "path", contract.LogPath(r), "peer", r.RemoteAddr, "error", err.Error())
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	SetPageHeaders(w.Header())
 	w.Header().Set("X-Fleet-Reason", "console-down")
 	noteRefusal(w, "console-down")
-	w.WriteHeader(http.StatusBadGateway)
-	fmt.Fprintf(w, "<!doctype html><title>502 console down</title><h1>Console %s is not answering</h1>"+
-		"<p>fleet could not reach it on this machine. Start it again; the other consoles are unaffected.</p>\n",
-		html.EscapeString(id))
+	look.WriteConsoleDown(w, r, id) // names the console and tries again by itself (SPEC U6)
 }

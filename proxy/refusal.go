@@ -1,15 +1,12 @@
 package proxy
 
 import (
-	"crypto/sha256"
-	"encoding/base64"
 	"fmt"
-	"html"
 	"log/slog"
 	"net/http"
-	"strings"
 
 	"github.com/phase-console/fleet/contract"
+	"github.com/phase-console/fleet/internal/look"
 )
 
 // A Refusal is the answer to a request that fleet will not forward: an HTTP status and the reason
@@ -44,11 +41,22 @@ func Refuse(status int, reason, detail string) *Refusal {
 // EventRejected is the event name of every refusal's log line (SPEC S11).
 const EventRejected = "fleet.rejected"
 
-// WriteRefusal logs ref as one fleet.rejected line and answers the request with ref's status and a
-// short page naming the reason. Nothing secret is ever part of ref, so nothing secret is logged or
-// shown; ref.LogDetail is logged ("why"), never shown. extra attributes (for example the door) are
-// added to the log line.
+// WriteRefusal logs ref as one fleet.rejected line and answers the request with ref's status, its
+// reason in X-Fleet-Reason, and a body in the caller's language (SPEC U5, package look): the
+// refusal page when its Accept prefers text/html, else JSON {"error","detail"}. Nothing secret is
+// ever part of ref, so nothing secret is logged or shown; ref.LogDetail is logged ("why"), never
+// shown. extra attributes (for example the door) are added to the log line.
 func WriteRefusal(w http.ResponseWriter, r *http.Request, log *slog.Logger, ref *Refusal, extra ...any) {
+	writeRefusal(w, r, log, ref, false, extra)
+}
+
+// WriteJSONRefusal is WriteRefusal with a JSON body whatever the caller asked for: the answer of
+// the metrics and registry endpoints (SPEC U5).
+func WriteJSONRefusal(w http.ResponseWriter, r *http.Request, log *slog.Logger, ref *Refusal, extra ...any) {
+	writeRefusal(w, r, log, ref, true, extra)
+}
+
+func writeRefusal(w http.ResponseWriter, r *http.Request, log *slog.Logger, ref *Refusal, onlyJSON bool, extra []any) {
 	if log != nil {
 		attrs := []any{
 			"reason", ref.Reason,
@@ -68,7 +76,6 @@ func WriteRefusal(w http.ResponseWriter, r *http.Request, log *slog.Logger, ref 
 	}
 	noteRefusal(w, ref.Reason) // the door's record of the answer (record.go)
 	h := w.Header()
-	h.Set("Content-Type", "text/html; charset=utf-8")
 	SetPageHeaders(h)
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Fleet-Reason", ref.Reason)
@@ -87,42 +94,30 @@ func WriteRefusal(w http.ResponseWriter, r *http.Request, log *slog.Logger, ref 
 		// would hold a goroutine and a descriptor for ever (S9).
 		h.Set("Connection", "close")
 	}
-	w.WriteHeader(ref.Status)
-	fmt.Fprintf(w, "<!doctype html><title>%d %s</title><h1>%d %s</h1><p>%s</p>\n",
-		ref.Status, html.EscapeString(ref.Reason), ref.Status, html.EscapeString(ref.Reason),
-		html.EscapeString(ref.Detail))
+	if onlyJSON {
+		look.WriteRefusalJSON(w, ref.Status, ref.Reason, ref.Detail)
+	} else {
+		look.WriteRefusal(w, r, ref.Status, ref.Reason, ref.Detail)
+	}
 	if unreadBody(r) {
 		leaveBody(w)
 	}
 }
 
 // PagePolicy is the Content-Security-Policy of a page fleet writes itself (SetPageHeaders): it
-// loads nothing, runs no script, posts no form, and no site may frame it.
-const PagePolicy = "default-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+// loads fleet's one stylesheet from its own origin (package look, SPEC U1) and nothing else, runs
+// no script, posts no form, and no site may frame it.
+const PagePolicy = "default-src 'none'; style-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
 // SetPageHeaders sets on h what every answer fleet writes itself sends — its pages (the index, a
 // refusal, the console-down page, a device's index) and its JSON: PagePolicy, X-Frame-Options
 // DENY (for browsers without frame-ancestors), nosniff and Referrer-Policy same-origin (as the
 // pairing page: a link to a console sends its Referer, nothing goes to another site). A tailnet
 // identity and a device's cookie are ambient (SPEC S12): no other site may frame a page that
-// shows them, nor read an answer as a script or a style sheet.
-//
-// inlineStyles are the texts of the page's <style> elements, exactly as written between the
-// tags: each is allowed by its SHA-256 hash (style-src), never by 'unsafe-inline'. Scripts are
-// never allowed.
-func SetPageHeaders(h http.Header, inlineStyles ...string) {
-	policy := PagePolicy
-	if len(inlineStyles) > 0 {
-		var b strings.Builder
-		b.WriteString("default-src 'none'; style-src")
-		for _, css := range inlineStyles {
-			sum := sha256.Sum256([]byte(css))
-			b.WriteString(" 'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "'")
-		}
-		b.WriteString(strings.TrimPrefix(PagePolicy, "default-src 'none'"))
-		policy = b.String()
-	}
-	h.Set("Content-Security-Policy", policy)
+// shows them, nor read an answer as a script or a style sheet. No inline style or script is
+// ever allowed.
+func SetPageHeaders(h http.Header) {
+	h.Set("Content-Security-Policy", PagePolicy)
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "same-origin")

@@ -245,8 +245,9 @@ func TestPairedDevice_R9(t *testing.T) {
 
 // TestDeviceIndexRefusesFraming_S12: a device's cookie is ambient like a tailnet identity
 // (S12), so the device's index, which shows its login, and the door's refusal pages say that no
-// site may frame them (X-Frame-Options DENY, CSP frame-ancestors 'none'), load nothing and run
-// no script (default-src 'none'), are not sniffed, and send their Referer to the door only. A
+// site may frame them (X-Frame-Options DENY, CSP frame-ancestors 'none'), load nothing but
+// fleet's own stylesheet (style-src 'self', SPEC U1) and run no script (default-src 'none'), are
+// not sniffed, and send their Referer to the door only. A
 // frame that another site opens is not even served (R6b: 403 cross-origin), and its refusal
 // says the same.
 func TestDeviceIndexRefusesFraming_S12(t *testing.T) {
@@ -272,9 +273,9 @@ func TestDeviceIndexRefusesFraming_S12(t *testing.T) {
 		if row.status == 403 && strings.Contains(r.Body, dev.Login()) {
 			t.Errorf("%s: the refusal shows the device's login", row.name)
 		}
-		policy := "default-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+		policy := "default-src 'none'; style-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 		if row.status == 200 {
-			policy = IndexPolicy // U2, U3: its style sheet and its one form, to the door itself
+			policy = IndexPolicy // U2, U3: its one form, Forget this device, posts to the door itself
 		}
 		for k, v := range map[string]string{
 			"Content-Security-Policy": policy,

@@ -71,11 +71,9 @@ func TestDeviceIndex_U2(t *testing.T) {
 		t.Fatalf("the index: %d %q", r.Status, r.Reason)
 	}
 	for _, want := range []string{
-		`<a class="console" href="/c/alpha/"><span class="name">Alpha &lt;project&gt;</span> <small class="id">alpha</small></a>`,
-		`<span class="health up">up</span>`,
-		`<a class="console" href="/c/build-1/"><span class="name">Build one</span> <small class="id">build-1</small></a>`,
-		`<span class="health down">down</span>`,
-		`Ann&#39;s phone`, `<small class="id">` + dev.ID6 + `</small>`,
+		"<a href=\"/c/alpha/\" data-console-id=\"alpha\">Alpha &lt;project&gt;</a>\n<small>alpha</small> <span class=\"up\">up</span>",
+		"<a href=\"/c/build-1/\" data-console-id=\"build-1\">Build one</a>\n<small>build-1</small> <span class=\"down\">down</span>",
+		`<b>Ann&#39;s phone</b> <small class="mono">` + dev.ID6 + `</small>`,
 		`<form method="post" action="/pair/forget">`, `Forget this device`,
 	} {
 		if !strings.Contains(r.Body, want) {

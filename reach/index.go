@@ -3,9 +3,10 @@ package reach
 import (
 	"embed"
 	"errors"
-	"html/template"
 	"net/http"
+	"strings"
 
+	"github.com/phase-console/fleet/internal/look"
 	"github.com/phase-console/fleet/pairing"
 	"github.com/phase-console/fleet/proxy"
 )
@@ -17,10 +18,10 @@ import (
 // ForgetPath is Forget this device: a POST from the device's index revokes that device (U3).
 const ForgetPath = pairing.PairPath + "/forget"
 
-// IndexPolicy is the Content-Security-Policy of the device's index: the door's own style sheet,
-// no script at all, and one form, which posts to the door itself (ForgetPath). No other site may
-// frame it: it shows the device's name behind its ambient cookie.
-const IndexPolicy = "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+// IndexPolicy is the Content-Security-Policy of the device's index: proxy.PagePolicy — fleet's
+// stylesheet, no script, no framing (it shows the device's name behind its ambient cookie) —
+// but for its one form, which posts to the door itself (ForgetPath).
+var IndexPolicy = strings.Replace(proxy.PagePolicy, "form-action 'none'", "form-action 'self'", 1)
 
 // A ConsoleDescriber is Consoles that can also say a console's name and health ("up", "down",
 // "unknown"), for the device's index (U2). Consoles that cannot are shown by id, health unknown.
@@ -28,14 +29,15 @@ type ConsoleDescriber interface {
 	Describe(id string) (name, health string)
 }
 
-//go:embed page/index.html
+//go:embed pages/index.html
 var pageFiles embed.FS
 
-var indexTemplate = template.Must(template.ParseFS(pageFiles, "page/index.html"))
+// indexPage is the device's index, in fleet's one look (package look, SPEC U1).
+var indexPage = look.Page(pageFiles, "pages/index.html")
 
-// indexConsole is one console as the device's index shows it.
+// indexConsole is one console as the device's index shows it (look's "console" partial).
 type indexConsole struct {
-	ID, Name, Health string
+	URL, ID, Name, Health string
 }
 
 // indexData is what the device's index shows.
@@ -57,7 +59,7 @@ func (d *Door) serveIndex(w http.ResponseWriter, r *http.Request) {
 		if !dev.Consoles.Allows(id) { // G1: only what the device may open
 			continue
 		}
-		c := indexConsole{ID: id, Name: id, Health: "unknown"}
+		c := indexConsole{URL: "/c/" + id + "/", ID: id, Name: id, Health: "unknown"}
 		if describe != nil {
 			name, health := describe.Describe(id)
 			if name != "" {
@@ -74,7 +76,7 @@ func (d *Door) serveIndex(w http.ResponseWriter, r *http.Request) {
 	proxy.SetPageHeaders(h)
 	h.Set("Content-Security-Policy", IndexPolicy)
 	h.Set("Cache-Control", "no-store")
-	if err := indexTemplate.Execute(w, data); err != nil {
+	if err := look.Render(w, indexPage, data); err != nil {
 		d.log.Warn("fleet.reach-index", "error", err.Error())
 	}
 }

@@ -8,12 +8,13 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 
+	"github.com/phase-console/fleet/internal/look"
 	"github.com/phase-console/fleet/proxy"
 )
 
-// This file is the door's own routes: the root certificate, the pairing pages, the redirect of an
-// unpaired caller (R7), and a paired device's pages (R1: no settings on the door; its index and
-// its way out, index.go).
+// This file is the door's own routes: the root certificate, fleet's stylesheet, the pairing pages,
+// the redirect of an unpaired caller (R7), and a paired device's pages (R1: no settings on the
+// door; its index and its way out, index.go).
 
 // PairPath is the pairing page; an unpaired caller is sent there for everything else (R7).
 const PairPath = "/pair"
@@ -30,6 +31,8 @@ func (d *Door) newRouter() *httprouter.Router {
 	rt.NotFound = http.HandlerFunc(d.notMine)
 	rt.Handler(http.MethodGet, "/ca.crt", http.HandlerFunc(d.serveRoot))
 	rt.Handler(http.MethodHead, "/ca.crt", http.HandlerFunc(d.serveRoot))
+	rt.Handler(http.MethodGet, look.StylePath, http.HandlerFunc(serveStyle))
+	rt.Handler(http.MethodHead, look.StylePath, http.HandlerFunc(serveStyle))
 	pair := d.cfg.Pairing
 	if pair == nil {
 		pair = http.HandlerFunc(servePairingNotSetUp)
@@ -124,12 +127,16 @@ func underFleet(r *http.Request) bool {
 	return strings.EqualFold(first, "fleet")
 }
 
+// serveStyle is fleet's one stylesheet (SPEC U1), to any caller: the pairing page's too (R7).
+func serveStyle(w http.ResponseWriter, r *http.Request) {
+	proxy.SetPageHeaders(w.Header())
+	look.ServeStyle(w, r)
+}
+
 // servePairingNotSetUp stands in for the pairing pages when the door has none.
 func servePairingNotSetUp(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
-	h.Set("Content-Type", "text/html; charset=utf-8")
-	h.Set("X-Content-Type-Options", "nosniff")
+	proxy.SetPageHeaders(h)
 	h.Set("Cache-Control", "no-store")
-	w.Write([]byte("<!doctype html><meta name=viewport content=\"width=device-width\"><title>fleet: pairing</title>\n" +
-		"<h1>Pairing is not set up yet</h1><p>This machine's fleet cannot pair a device yet.</p>\n"))
+	look.WriteNotSetUp(w)
 }

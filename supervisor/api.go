@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/phase-console/fleet/contract"
+	"github.com/phase-console/fleet/internal/look"
 	"github.com/phase-console/fleet/proxy"
 )
 
@@ -17,7 +18,7 @@ const maxRegistrationBody = 16 << 10
 // /fleet/v1/metrics, whose bearer is metrics.token's (G4, metrics.go).
 //
 // A refusal is logged like every other (S11); its body is JSON {"error":"<reason>","detail":"…"}
-// for a JSON client (wantsJSON), the HTML page otherwise.
+// (apiRefuser).
 func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, rawPath string) {
 	refuse := s.apiRefuser(w, r)
 	if throughServe(r) {
@@ -95,57 +96,15 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, status, saved)
 }
 
-// apiRefuser returns how the API refuses r: proxy.WriteRefusal, which logs the refusal (S11) and
-// sets X-Fleet-Reason, with the body in JSON for a JSON client.
+// apiRefuser returns how the API refuses r: proxy.WriteJSONRefusal, which logs the refusal (S11),
+// sets X-Fleet-Reason and answers JSON {"error":"<reason>","detail":"…"} whatever the caller
+// asked for (SPEC U5: the registry and metrics endpoints always answer JSON).
 func (s *Server) apiRefuser(w http.ResponseWriter, r *http.Request) func(*proxy.Refusal) {
-	if !wantsJSON(r) {
-		return func(ref *proxy.Refusal) { proxy.WriteRefusal(w, r, s.log, ref) }
-	}
-	return func(ref *proxy.Refusal) {
-		proxy.WriteRefusal(&jsonRefusalWriter{ResponseWriter: w, ref: ref}, r, s.log, ref)
-	}
+	return func(ref *proxy.Refusal) { proxy.WriteJSONRefusal(w, r, s.log, ref) }
 }
 
-// wantsJSON reports whether r comes from a JSON client: it accepts application/json, or it sent a
-// JSON body.
-func wantsJSON(r *http.Request) bool {
-	for _, v := range r.Header.Values("Accept") {
-		for _, part := range strings.Split(v, ",") {
-			mt, _, _ := strings.Cut(part, ";")
-			if strings.EqualFold(strings.TrimSpace(mt), "application/json") {
-				return true
-			}
-		}
-	}
-	mt, _, _ := strings.Cut(r.Header.Get("Content-Type"), ";")
-	return strings.EqualFold(strings.TrimSpace(mt), "application/json")
-}
-
-// An APIError is the body of a refusal of the fleet API to a JSON client.
-type APIError struct {
-	Error  string `json:"error"`  // the reason word, as in X-Fleet-Reason
-	Detail string `json:"detail"` // one sentence for a person
-}
-
-// jsonRefusalWriter turns proxy.WriteRefusal's answer into JSON: same status and headers (the
-// reason in X-Fleet-Reason among them), an APIError body instead of the HTML page.
-type jsonRefusalWriter struct {
-	http.ResponseWriter
-	ref *proxy.Refusal
-}
-
-func (w *jsonRefusalWriter) WriteHeader(status int) {
-	w.Header().Set("Content-Type", "application/json")
-	w.ResponseWriter.WriteHeader(status)
-	json.NewEncoder(w.ResponseWriter).Encode(APIError{Error: w.ref.Reason, Detail: w.ref.Detail})
-}
-
-// Unwrap lets the door's record of the answer, and http.ResponseController, reach the server's
-// writer.
-func (w *jsonRefusalWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-// Write drops the HTML page.
-func (w *jsonRefusalWriter) Write(b []byte) (int, error) { return len(b), nil }
+// An APIError is the body of a refusal of the fleet API.
+type APIError = look.RefusalBody
 
 // bearerOK compares the request's bearer with the fleet token in constant time.
 func (s *Server) bearerOK(r *http.Request) bool {

@@ -323,7 +323,8 @@ func TestProbeShowsDown_S8(t *testing.T) {
 
 // TestAPIRefusalsAreJSONForJSONClients_S8_S11: a JSON client (a JSON body, or Accept:
 // application/json) gets a refusal as {"error":<reason>,"detail":…}, unescaped, with the same
-// status, X-Fleet-Reason and one fleet.rejected line; a browser still gets the HTML page.
+// status, X-Fleet-Reason and one fleet.rejected line; so does a browser, as the registry
+// endpoints answer only JSON (U5).
 func TestAPIRefusalsAreJSONForJSONClients_S8_S11(t *testing.T) {
 	d := startDoor(t)
 	rows := []struct {
@@ -335,7 +336,7 @@ func TestAPIRefusalsAreJSONForJSONClients_S8_S11(t *testing.T) {
 		{"S8 bearer, Accept JSON", d.localReq("GET", "/fleet/v1/consoles", "", "Accept: text/html;q=0.5, application/json"), "bearer", 401, true},
 		{"S8 unknown-console, Accept JSON", d.localReq("DELETE", "/fleet/v1/consoles/nope", "", d.bearer(), "Accept: application/json"), "unknown-console", 404, true},
 		{"S8 local-only, JSON body", d.localReq("POST", "/fleet/v1/consoles", `{}`, d.bearer(), "X-Forwarded-For: 100.64.0.1"), "local-only", 403, true},
-		{"S8 bearer, a browser", d.localReq("GET", "/fleet/v1/consoles", "", "Accept: text/html"), "bearer", 401, false},
+		{"S8 U5 bearer, a browser: the API answers only JSON", d.localReq("GET", "/fleet/v1/consoles", "", "Accept: text/html"), "bearer", 401, true},
 	}
 	for _, row := range rows {
 		t.Run(row.name, func(t *testing.T) {

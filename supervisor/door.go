@@ -7,6 +7,7 @@ import (
 
 	"github.com/phase-console/fleet/audit"
 	"github.com/phase-console/fleet/contract"
+	"github.com/phase-console/fleet/internal/look"
 	"github.com/phase-console/fleet/proxy"
 	"github.com/phase-console/fleet/tailnet"
 )
@@ -46,6 +47,8 @@ func (s *Server) servePage(w http.ResponseWriter, r *http.Request) {
 		s.serveIndex(w, r)
 	case rawPath == peersScriptPath:
 		s.servePeersScript(w, r)
+	case rawPath == look.StylePath:
+		s.serveStyle(w, r)
 	default:
 		proxy.WriteRefusal(w, r, s.log, proxy.Refuse(http.StatusNotFound, "not-found", "no such page"))
 	}

@@ -1,44 +1,22 @@
 package supervisor
 
 import (
-	_ "embed"
+	"embed"
 	"errors"
-	"html/template"
 	"net/http"
 	"slices"
 	"strings"
 
+	"github.com/phase-console/fleet/internal/look"
 	"github.com/phase-console/fleet/proxy"
 	"github.com/phase-console/fleet/tailnet"
 )
 
-// indexStyle is the index's one inline style sheet, allowed by its hash (proxy.SetPageHeaders).
-const indexStyle = `body{font:16px system-ui,sans-serif;margin:2rem auto;max-width:40rem;padding:0 1rem}
-li{margin:.5rem 0}.down{color:#a00}.up{color:#070}small,.unknown{color:#666}
-table{border-collapse:collapse;font-size:14px}td,th{padding:.2rem .6rem .2rem 0;text-align:left}td.path{word-break:break-all}
-section.peer h3{font-size:1rem;margin:1rem 0 .2rem}.state{color:#666;font-weight:normal;font-size:14px}
-section.peer[data-state=refused] .state{color:#a00}details{margin-top:1rem;color:#666}`
+//go:embed pages/index.html pages/owner.html pages/pair.html
+var pageFiles embed.FS
 
-var indexPage = template.Must(template.New("index").Parse(`<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>fleet</title>
-<style>` + indexStyle + `</style>{{if .Owner}}<style>` + ownerStyle + `</style>{{end}}</head>
-<body><h1>fleet</h1><p>Signed in as <b>{{.Login}}</b>.</p>
-{{if .Consoles}}<ul>{{range .Consoles}}<li><a href="{{.URL}}" data-console-id="{{.ID}}">{{if .Name}}{{.Name}}{{else}}{{.ID}}{{end}}</a>
-<small>{{.ID}}</small> <span class="{{.Health}}">{{.Health}}</span></li>
-{{end}}</ul>{{else}}<p>No console here that you may open.</p>{{end}}
-{{with .Peers}}<h2>Your other machines</h2>
-{{range .}}<section class="peer" data-origin="{{.Origin}}" data-state="loading"><h3><a href="{{.Origin}}/">{{.Host}}</a> <span class="state">asking…</span></h3><ul></ul></section>
-{{end}}<details id="no-answer" hidden><summary>No answer as fleet within 2 s</summary></details>
-<script src="` + peersScriptPath + `" defer></script>{{end}}
-{{with .PeersWhy}}<p class="unknown">{{.}}</p>{{end}}
-{{with .Owner}}{{.}}{{end}}
-{{with .Recent}}<h2>Your recent activity</h2>
-<table><tr><th>time (UTC)</th><th>console</th><th>method</th><th>path</th><th>status</th></tr>
-{{range .}}<tr><td><time datetime="{{.Time.UTC.Format "2006-01-02T15:04:05.000Z"}}">{{.Time.UTC.Format "Jan 2 15:04:05"}}</time></td><td>{{.Console}}</td><td>{{.Method}}</td><td class="path">{{.Path}}</td><td>{{.Status}}</td></tr>
-{{end}}</table>{{end}}
-</body></html>
-`))
+// indexPage is the tailnet index, in fleet's one look (package look, SPEC U1).
+var indexPage = look.Page(pageFiles, "pages/index.html", "pages/owner.html")
 
 // serveIndex is "/" for a verified caller: the consoles it may open (SPEC G1), their health and
 // links. A console it may not open is not shown, in either form. The HTML form also shows the
@@ -72,12 +50,9 @@ func (s *Server) serveIndex(w http.ResponseWriter, r *http.Request) {
 	h.Set("Cache-Control", "no-store")
 	// The page shows the operator's login: no other site may frame it (S12's ambient identity).
 	owner, isOwner := s.ownerSection(r, who.Login) // U4: the machine's owner manages its phones here
+	proxy.SetPageHeaders(h)
 	if isOwner {
-		proxy.SetPageHeaders(h, indexStyle, ownerStyle)
-		// Its forms post to this door alone.
-		h.Set("Content-Security-Policy", strings.Replace(h.Get("Content-Security-Policy"), "form-action 'none'", "form-action 'self'", 1))
-	} else {
-		proxy.SetPageHeaders(h, indexStyle)
+		h.Set("Content-Security-Policy", ownerPagePolicy) // its forms post to this door alone
 	}
 	if len(peers) > 0 {
 		// G2: the one script is this door's own, and it may ask exactly the peers listed.
@@ -87,8 +62,8 @@ func (s *Server) serveIndex(w http.ResponseWriter, r *http.Request) {
 		}
 		h.Set("Content-Security-Policy", h.Get("Content-Security-Policy")+"; script-src 'self'; connect-src "+strings.Join(origins, " "))
 	}
-	indexPage.Execute(w, map[string]any{"Login": who.Login, "Consoles": consoles, "Recent": s.recent.Of(who.Login),
-		"Peers": peers, "PeersWhy": why, "Owner": owner})
+	look.Render(w, indexPage, map[string]any{"Login": who.Login, "Consoles": consoles, "Recent": s.recent.Of(who.Login),
+		"Peers": peers, "PeersWhy": why, "PeersScript": peersScriptPath, "Owner": owner})
 }
 
 // peerSections are the index's sections of other machines for a tailnet caller with login
@@ -123,6 +98,17 @@ func (s *Server) servePeersScript(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Type", "text/javascript; charset=utf-8")
 	h.Set("Cache-Control", "no-cache")
 	w.Write(peersScript)
+}
+
+// serveStyle serves fleet's one stylesheet (SPEC U1), the same to everyone: it holds nothing of
+// anyone.
+func (s *Server) serveStyle(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		proxy.WriteRefusal(w, r, s.log, proxy.Refuse(http.StatusMethodNotAllowed, "method", "only GET here"))
+		return
+	}
+	proxy.SetPageHeaders(w.Header())
+	look.ServeStyle(w, r)
 }
 
 // PeerConsole is one console as the index tells another machine's page (SPEC G2): its id, name,

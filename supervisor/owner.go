@@ -18,6 +18,7 @@ import (
 
 	"github.com/phase-console/fleet/access"
 	"github.com/phase-console/fleet/audit"
+	"github.com/phase-console/fleet/internal/look"
 	"github.com/phase-console/fleet/pairing"
 	"github.com/phase-console/fleet/proxy"
 	"github.com/phase-console/fleet/tailnet"
@@ -294,13 +295,13 @@ func (s *Server) ownerPair(w http.ResponseWriter, r *http.Request, login string,
 	steps.RootQR, steps.PairQR = template.HTML(rootQR), template.HTML(pairQR)
 	s.log.Info("fleet.pairing-code-issued", "by", login)
 	var b bytes.Buffer
-	if err := pairStepsTemplate.Execute(&b, steps); err != nil {
+	if err := look.Render(&b, pairStepsView, steps); err != nil {
 		refuse(proxy.Refuse(http.StatusInternalServerError, "internal", "the page could not be made"))
 		return
 	}
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
-	proxy.SetPageHeaders(h, indexStyle, ownerStyle)
+	proxy.SetPageHeaders(h)
 	h.Set("Cache-Control", "no-store") // it holds the code
 	w.Write(b.Bytes())
 }
@@ -338,14 +339,14 @@ type ownerSectionData struct {
 	Why      string // why it is closed
 }
 
-// ownerSection is the index's Devices and Pair a phone, for login when it owns this machine in
-// tailscaled's status (the cached one: the POSTs ask again); otherwise nothing.
-func (s *Server) ownerSection(r *http.Request, login string) (template.HTML, bool) {
+// ownerSection is the index's Devices and Pair a phone (pages/owner.html), for login when it
+// owns this machine in tailscaled's status (the cached one: the POSTs ask again); otherwise nil.
+func (s *Server) ownerSection(r *http.Request, login string) (*ownerSectionData, bool) {
 	owner, err := s.tailnet.Owner(r.Context(), false)
 	if err != nil || owner != login {
-		return "", false
+		return nil, false
 	}
-	d := ownerSectionData{Token: s.ownerTokens.token(login, s.cfg.Now())}
+	d := &ownerSectionData{Token: s.ownerTokens.token(login, s.cfg.Now())}
 	var devs []pairing.Device
 	if reg := s.reachRegister(); reg != nil && reg.Refresh() == nil { // one stat, unless it changed
 		devs, d.Listed = reg.Devices(), true
@@ -365,48 +366,8 @@ func (s *Server) ownerSection(r *http.Request, login string) (template.HTML, boo
 	} else {
 		d.Why = s.ReachStatus().Why
 	}
-	var b bytes.Buffer
-	if err := ownerSectionTemplate.Execute(&b, d); err != nil {
-		s.log.Warn("fleet.owner-section", "error", err.Error())
-		return "", false
-	}
-	return template.HTML(b.String()), true
+	return d, true
 }
-
-// ownerStyle is the owner's sections' inline style sheet, allowed by its hash (proxy.SetPageHeaders).
-const ownerStyle = `section.owner{margin-top:2rem}ul.devices{list-style:none;padding:0}ul.devices li{display:flex;flex-wrap:wrap;align-items:center;gap:.5rem 1rem;padding:.6rem 0;border-top:1px solid #ccc}
-.device{flex:1 1 14rem}.meta{color:#555;font-size:14px}form.inline{margin:0}
-button{min-height:44px;min-width:44px;padding:.5rem 1rem;font:inherit;border-radius:.4rem;border:1px solid #1f5fbf;background:#1f5fbf;color:#fff}
-button.revoke{background:#fff;color:#a00;border-color:#a00}label{display:block;font-weight:600;margin-top:.8rem}
-input[type=text]{box-sizing:border-box;width:100%;max-width:24rem;font:inherit;padding:.5rem;min-height:44px}
-.hint{color:#555;font-size:14px;margin:.2rem 0}.qr{display:block;max-width:100%;height:auto;margin:.5rem 0}
-.code{font-family:ui-monospace,monospace;font-size:1.4rem;letter-spacing:.1em}.fingerprint code{overflow-wrap:anywhere}
-@media (prefers-color-scheme:dark){body{background:#141414;color:#eee}a{color:#8ab4f8}.meta,.hint{color:#aaa}button.revoke{background:#141414}}`
-
-var ownerSectionTemplate = template.Must(template.New("owner").Parse(`<section class="owner" id="devices" aria-labelledby="devices-h">
-<h2 id="devices-h">Devices</h2>
-{{if .Devices}}<ul class="devices">
-{{range .Devices}}<li><span class="device"><b>{{.Name}}</b> <small>{{.ID6}}</small><br>
-<span class="meta">may open <code>{{.Consoles}}</code> · last seen {{if .LastSeenISO}}<time datetime="{{.LastSeenISO}}">{{.LastSeen}}</time>{{else}}never{{end}}</span></span>
-<form class="inline" method="post" action="/fleet/owner/revoke"><input type="hidden" name="token" value="{{$.Token}}"><input type="hidden" name="id6" value="{{.ID6}}"><button class="revoke" type="submit" aria-label="Revoke {{.Name}} ({{.ID6}})">Revoke</button></form></li>
-{{end}}</ul>
-{{else if .Listed}}<p>No phone is paired with this machine's direct-reach door.</p>
-{{else}}<p>The device register could not be read; <code>fleet reach devices</code> on the machine says why.</p>
-{{end}}</section>
-<section class="owner" id="pair" aria-labelledby="pair-h">
-<h2 id="pair-h">Pair a phone</h2>
-{{if .DoorOpen}}<p>Issues a one-time pairing code for the direct-reach door at {{.DoorAt}} and shows the steps, as <code>fleet reach pair</code> prints them.</p>
-<form method="post" action="/fleet/owner/pair"><input type="hidden" name="token" value="{{.Token}}">
-<label for="pair-name">Name of the phone</label>
-<input type="text" id="pair-name" name="name" maxlength="64" placeholder="Ann's phone" autocomplete="off">
-<label for="pair-consoles">Consoles it may open</label>
-<input type="text" id="pair-consoles" name="consoles" value="*" maxlength="512" autocomplete="off" aria-describedby="pair-consoles-hint" spellcheck="false">
-<p class="hint" id="pair-consoles-hint">Console ids or prefixes such as <code>build-*</code>, comma-separated; <code>*</code> is every console.</p>
-<button type="submit">Pair a phone</button>
-</form>
-{{else}}<p>The direct-reach door is closed{{with .Why}} ({{.}}){{end}}: a phone pairs only while it is open. Open it with <code>reach:</code> in the machine profile.</p>
-{{end}}</section>
-`))
 
 // pairStepsPage is the answer to Pair a phone: what fleet reach pair prints, in its order.
 type pairStepsPage struct {
@@ -415,34 +376,12 @@ type pairStepsPage struct {
 	TTL, Wrong                                          int
 }
 
-var pairStepsTemplate = template.Must(template.New("pair").Parse(`<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>Pair a phone — fleet</title>
-<style>` + indexStyle + `</style><style>` + ownerStyle + `</style></head>
-<body><main>
-<h1>Pair {{if .Name}}{{.Name}}{{else}}a phone{{end}}</h1>
-<p>Pair the phone in two steps, in this order: first it trusts this door's root, then it pairs.</p>
-<h2>1. Trust the door (once per phone)</h2>
-<p>On the phone, open this, or scan the QR code below it:</p>
-<p><code>{{.RootURL}}</code></p>
-{{.RootQR}}
-<p>It is the door's root certificate, and holds no secret (the browser may warn while downloading it: the check that counts is the next one). Install it as a CA certificate, find its SHA-256 fingerprint in the phone's certificate settings and check it digit for digit against this one (the phone may group the digits differently):</p>
-<p class="fingerprint"><code>{{.Fingerprint}}</code></p>
-<ul>
-<li>iPhone, iPad: Settings → General → VPN &amp; Device Management → “fleet direct-reach root …” → More Details shows the fingerprint. Install it, then General → About → Certificate Trust Settings → turn on full trust for it.</li>
-<li>Android: Settings → Security → Encryption &amp; credentials → Install a certificate → CA certificate; then Trusted credentials → User → the fleet root shows the fingerprint.</li>
-<li>Another fingerprint: delete that certificate and do not pair — someone may be between the phone and this machine.</li>
-</ul>
-<h2>2. Only then open the pairing link, or scan its QR code</h2>
-<p><code>{{.PairURL}}</code></p>
-{{.PairQR}}
-<p>Pairing code: <span class="code">{{.Code}}</span> (valid {{.TTL}} minutes, once; {{.Wrong}} wrong passwords kill it)</p>
-{{if .Name}}<p>Phone name: {{.Name}}</p>{{end}}
-<p>May open: <code>{{.Consoles}}</code></p>
-<p>It must open without any certificate warning. If the browser warns, stop: do not type the pairing password — someone may be reading it; do step 1 first. With no warning, type the pairing password on the page. A phone that already trusts this root (the same fingerprint) skips step 1; a code that expired meanwhile: pair again.</p>
-<p><a href="/#devices">Back to the devices</a></p>
-</main></body></html>
-`))
+// pairStepsPage is the answer to Pair a phone, in fleet's one look (package look, SPEC U1).
+var pairStepsView = look.Page(pageFiles, "pages/pair.html")
+
+// ownerPagePolicy is the index's Content-Security-Policy for the machine's owner:
+// proxy.PagePolicy, but for its forms, which post to this door alone (U4).
+var ownerPagePolicy = strings.Replace(proxy.PagePolicy, "form-action 'none'", "form-action 'self'", 1)
 
 // ownerAnswer is an answer as the owner's access-log line counts it: its status and the body
 // bytes sent. Unwrap lets the door's own record and http.ResponseController reach the server's.

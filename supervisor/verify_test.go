@@ -74,8 +74,8 @@ func TestLocalCallerToldWhereToGo_S5a(t *testing.T) {
 		name, path, want string
 	}{
 		{"S5a local caller, known console", "/c/alpha/", "open the console directly: http://" + d.Alpha.Addr() + "/"},
-		{"S5a local caller, unknown console", "/c/nope/", "&#39;fleet consoles&#39; lists them"},
-		{"S5a local caller, index", "/", "&#39;fleet consoles&#39; lists them"},
+		{"S5a local caller, unknown console", "/c/nope/", "'fleet consoles' lists them"}, // JSON: no Accept (U5)
+		{"S5a local caller, index", "/", "'fleet consoles' lists them"},
 	}
 	for _, row := range rows {
 		t.Run(row.name, func(t *testing.T) {

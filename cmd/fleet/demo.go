@@ -19,8 +19,6 @@ import (
 	"syscall"
 	"time"
 
-	qrcode "github.com/skip2/go-qrcode"
-
 	"github.com/phase-console/fleet/ca"
 	"github.com/phase-console/fleet/internal/peercred"
 	"github.com/phase-console/fleet/internal/state"
@@ -41,8 +39,8 @@ const demoListen = "127.0.0.1:7443"
 
 // runDemo is `fleet demo`: in one process and a throw-away state folder (removed on exit), the
 // supervisor, a reference console ("demo") and the direct-reach door on 127.0.0.1:7443, with a
-// generated pairing password and a pairing code, printed with the link, the root fingerprint and
-// a QR code. Open the link in a browser on this machine, pair, and the console shows the caller
+// generated pairing password and a pairing code, printed with the link and the root fingerprint
+// (no QR code: the link names a loopback address, which no phone can open). Open the link in a browser on this machine, pair, and the console shows the caller
 // as the paired device (device:<slug>#<id6>, scope remote). Nothing it does touches the real
 // state folder, tailscaled or Tailscale Serve.
 func runDemo(args []string, stdout, stderr io.Writer) int {
@@ -163,11 +161,8 @@ func demo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) int {
 	if err != nil {
 		return stopped(fail("%v", err))
 	}
+	// No QR code of the link: it names a loopback address, which a phone cannot open (SPEC U7).
 	link := "https://" + listen.String() + pairing.PairPath + "#" + code
-	qr, err := qrcode.New(link, qrcode.Medium)
-	if err != nil {
-		return stopped(fail("%v", err))
-	}
 	fmt.Fprintf(stdout, "fleet demo is running (state in %s, removed when you stop it).\n\n", home)
 	fmt.Fprintf(stdout, "1. Open the door in a browser on this machine:\n\n     %s\n\n", link)
 	fmt.Fprintf(stdout, "   The browser does not know fleet's private CA yet, so it warns about the certificate. Here,\n"+
@@ -182,7 +177,6 @@ func demo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) int {
 	if consoleLate {
 		fmt.Fprintf(stdout, "   (The demo console has not registered yet: until it does, it is not listed.)\n\n")
 	}
-	fmt.Fprintf(stdout, "%s\n", qr.ToSmallString(false))
 	fmt.Fprintln(stdout, "Ctrl-C stops the demo (so does closing this terminal) and removes everything it made.")
 	if o.ready != nil {
 		o.ready(link, code, password)

@@ -63,6 +63,11 @@ func TestDemoPairsAndAsserts_R8_R9(t *testing.T) {
 	if !strings.HasPrefix(s.link, "https://"+listen+"/pair#") || strings.Contains(s.link, "?") {
 		t.Errorf("link %q: want the code in the #fragment only", s.link)
 	}
+	// U7: no QR code of the loopback link, which no phone can open (a QR code is drawn with
+	// the block characters ▀ ▄ █).
+	if strings.ContainsAny(printed, "▀▄█") {
+		t.Errorf("U7 the demo prints a QR code of its loopback address:\n%s", printed)
+	}
 
 	// Trust only the door's root, fetched once without verification and pinned from then on.
 	insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}

@@ -4,6 +4,14 @@
 // password field is focused for the user (which would scroll past that notice).
 (function () {
   "use strict";
+  // The trust steps are folded (a <details>) on a LAN door's page: a link to #trust opens them.
+  document.addEventListener("click", function (e) {
+    var a = e.target && e.target.closest ? e.target.closest('a[href="#trust"]') : null;
+    var steps = document.getElementById("trust-steps");
+    if (a && steps) {
+      steps.open = true;
+    }
+  });
   var h = window.location.hash;
   if (!h || h.length < 2 || document.getElementById(h.slice(1))) {
     return; // no code, or the page's own links (#trust, #pair) and a reload after one

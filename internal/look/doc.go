@@ -1,0 +1,17 @@
+// Package look is what every HTML page fleet writes itself looks like, on both doors (SPEC U1):
+// the one stylesheet (look.css, served by each door at StylePath as a same-origin asset), the one
+// layout and its partials (templates/), the pages that belong to no other package — a refusal,
+// the console-down page, "pairing is not set up" — and the choice between a refusal's HTML page
+// and its JSON (SPEC U5: Negotiate).
+//
+// A page of another package (the tailnet index in supervisor, the device's index in reach, the
+// pairing page in pairing) is one template file of that package, parsed over this package's
+// layout with Page; it defines "title" and "content" (and "head" for what goes in <head>).
+//
+// What it must not do: decide anything. It is told a refusal's status, reason word and detail
+// and writes them; it never logs, never sets a security header other than the type of what it
+// writes (the caller's package sets the Content-Security-Policy, framing, caching), never reads
+// a request beyond its Accept lines, and never links to, loads or inlines anything from
+// elsewhere: no inline script or style, no font, no image from another origin. It imports only
+// the standard library, so that every door (proxy, reach, pairing, supervisor) can import it.
+package look
