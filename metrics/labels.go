@@ -17,6 +17,8 @@ var ReasonWords = []string{
 	"header-too-large", "console-down", "console-other-user", "no-token", "internal", "registry",
 	// the pairing pages (package pairing)
 	"pairing-code", "pairing-password", "pairing-form", "body-too-large", "pairing-unavailable",
+	// the machine's owner's POSTs on the tailnet index (SPEC U4)
+	"not-owner", "owner-form", "unknown-device",
 }
 
 // Label values for what falls outside the bounds.

@@ -16,7 +16,9 @@
 // exactly once even when raced from two processes, and a [Register] in `fleet serve` sees a
 // revocation made by another process at its next [Register.Refresh] (one stat).
 //
-// It also serves the pairing page (NewHandler: GET and POST /pair and the page's own assets),
+// It also gives what a person is handed to pair a device, wherever it is shown (steps.go: the
+// door's root and pairing links and their QR codes, for `fleet reach pair` and the owner's page),
+// and serves the pairing page (NewHandler: GET and POST /pair and the page's own assets),
 // which the direct-reach door mounts for callers that are not paired yet (SPEC R7); the door
 // judges everything else — Host, the limiter, TLS, /ca.crt — before a request gets there.
 //

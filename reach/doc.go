@@ -99,6 +99,8 @@
 //   - host.go: Host and SNI admission (R5).
 //   - routes.go: the door's own routes on httprouter — /ca.crt, the pairing pages, the redirect
 //     of an unpaired caller (R7), and a paired device's index and 403 reach-settings (R1).
+//   - index.go: a paired device's own pages (U2, U3): its index, and Forget this device, which
+//     revokes that device and no other.
 //   - devices.go: the paired device (R9): its cookie, its assertion through the shared
 //     proxy.Door, the cookie kept from consoles, and the end of its live connections on
 //     revocation.

@@ -27,6 +27,11 @@
 //     only that script and ask only those origins. To a page of such a machine (the Door's
 //     PeerOrigins, package tailnet's judgement) the index answers console ids, names, health
 //     and links only (servePeerIndex). This door never asks another machine anything itself.
+//   - U4 (owner.go): the machine's owner — the login owning this node in tailscaled's status —
+//     sees on the index the direct-reach door's Devices, with Revoke, and Pair a phone; its two
+//     POSTs, /fleet/owner/revoke and /fleet/owner/pair, are the only paths under /fleet/ that
+//     answer through Serve, each re-verified (a fresh WhoIs, a fresh owner), same-origin and
+//     carrying the page's token, else 403 not-owner; each is an access-log line.
 //
 // It must never serve a door whose connections the tailnet.Verifier did not see accepted (every
 // listener's server takes its ConnContext, and each door is watched before its first accept), so

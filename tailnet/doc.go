@@ -28,6 +28,9 @@
 //     the one Origin that may read the index cross-origin — a peer of the caller's own login,
 //     or a tagged peer listed in access.fleet_peers (AllowsPeerOrigin). An empty or unknown
 //     suffix lists no peer and allows no Origin.
+//   - U4 (owner.go): the machine's owner, the login of Self.UserID in tailscaled's status (none
+//     for a tagged node), and VerifyFresh, S5 with a WhoIs asked for that request alone, for
+//     the owner's POSTs.
 //
 // It must never forward anything or write a response: it returns a proxy.Caller or a
 // proxy.Refusal, and the door writes it. The login it asserts is WhoIs's, never the caller's
