@@ -134,14 +134,18 @@ type HandlerConfig struct {
 
 // NewHandler returns the pairing page's handler (SPEC R7, R8). It serves:
 //
-//	GET  /pair            the page, in the order a device must follow: a notice to stop, and type
-//	                      no password, if the browser warned about the page's certificate; then
-//	                      "Trust this door" — the root's fingerprint, a link to /ca.crt and the
-//	                      steps to install it and check its fingerprint on iOS and Android —; then
-//	                      a plain HTML form (code, password, device name) that works without
-//	                      JavaScript
+//	GET  /pair            the page, in fleet's one look (package look), in the order a device must
+//	                      follow: a notice to stop, and type no password, if the browser warned
+//	                      about the page's certificate; then "Trust this door" — the root's
+//	                      fingerprint, a link to /ca.crt and the steps to install it and check its
+//	                      fingerprint on iOS and Android —, folded in a <details> whose summary is
+//	                      "Installed and checked the root? Pair below"; then a plain HTML form
+//	                      (code, password, device name) that works without JavaScript. On a
+//	                      loopback door (fleet demo) the form comes first, under one paragraph
+//	                      that says why a certificate warning is expected there (SPEC U7)
 //	GET  /pair/assets/…   its own script (which moves a code from the URL's #fragment into the
-//	                      form) and style sheet, nothing else
+//	                      form, and opens the folded steps for a link to them) and fleet's one
+//	                      stylesheet (pair.css, look.Stylesheet), nothing else
 //	POST /pair            pairing
 //
 // The order is the defence against a stranger between the phone and the door (ARP spoofing, a
@@ -154,7 +158,7 @@ type HandlerConfig struct {
 // no warning. A stranger can serve a page without the notice: the steps printed on the machine
 // are the ones that hold.
 //
-// and 404 or 405 to anything else (logged, but not counted as failures: SPEC R6 counts wrong
+// and 404 or 405 to anything else, in the caller's language (SPEC U5: the refusal page or JSON) (logged, but not counted as failures: SPEC R6 counts wrong
 // credentials and refused requests, not a mistyped path). Every answer carries ContentSecurityPolicy, nosniff,
 // Referrer-Policy same-origin, no framing and no-store.
 //

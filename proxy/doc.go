@@ -65,7 +65,8 @@
 // It fails closed: a Door missing any of them refuses every request (500 internal); a verifier
 // that returns no login or no valid address, a lookup that fails, a token that cannot be read
 // are refusals; Hop.Forward refuses a Target without what it asserts. Every refusal is one
-// fleet.rejected line (WriteRefusal) with the spec's reason word, and never carries a secret.
+// fleet.rejected line (WriteRefusal) with the spec's reason word, and never carries a secret; its
+// body is in the caller's language (SPEC U5: the page or JSON, written by package look).
 // NewHop's default dialer is DialConsole, the owner check of peercred.DialOwn: a Hop whose dialer
 // was left out never sends the token to another user's process.
 //

@@ -24,8 +24,8 @@
 //     refusal, the pairing page's own included (R6b): any page a phone visits can make its
 //     browser send those, and they guess nothing;
 //   - a credential the door refuses (unknown or revoked) is cleared in the same answer and is a
-//     failure only on a request that needs one — not on /ca.crt, the pairing page, its assets or
-//     its POST — so a revoked phone's page load counts at most once and it can pair again at
+//     failure only on a request that needs one — not on /ca.crt, the pairing page, its assets
+//     (fleet's stylesheet among them) or its POST — so a revoked phone's page load counts at most once and it can pair again at
 //     once (R10).
 //
 // The door answers a request itself — a refusal, the redirect to /pair, the pairing pages, the
@@ -97,10 +97,11 @@
 //   - answer.go: the bounds in time on what the door writes (S9, R6): AnswerTimeout on its own
 //     answers, lifted for a forwarded request, and its HTTP/2 settings.
 //   - host.go: Host and SNI admission (R5).
-//   - routes.go: the door's own routes on httprouter — /ca.crt, the pairing pages, the redirect
-//     of an unpaired caller (R7), and a paired device's index and 403 reach-settings (R1).
-//   - index.go: a paired device's own pages (U2, U3): its index, and Forget this device, which
-//     revokes that device and no other.
+//   - routes.go: the door's own routes on httprouter — /ca.crt, fleet's stylesheet (/fleet.css,
+//     package look), the pairing pages, the redirect of an unpaired caller (R7), and 403
+//     reach-settings (R1).
+//   - index.go: a paired device's own pages (U2, U3): its index (pages/index.html, in fleet's
+//     one look), and Forget this device, which revokes that device and no other.
 //   - devices.go: the paired device (R9): its cookie, its assertion through the shared
 //     proxy.Door, the cookie kept from consoles, and the end of its live connections on
 //     revocation.

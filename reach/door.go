@@ -99,7 +99,8 @@ type Config struct {
 //     would. A refused credential is a failure only on a request that needs one, a console
 //     path (R10): never on the routes of step 4, which any caller gets (R7), nor on the root or
 //     another path that an unpaired caller is sent on from;
-//  4. the door's own routes: GET /ca.crt (the root), /pair and /pair/… (Config.Pairing), whose
+//  4. the door's own routes: GET /ca.crt (the root), GET /fleet.css (fleet's one stylesheet,
+//     which every page of the door links to), /pair and /pair/… (Config.Pairing), whose
 //     wrong code or password is a stranger's failure (Door.Failure);
 //  5. R7: an unpaired caller is sent (303) to /pair for everything else;
 //  6. a paired device goes through proxy.Door, the judgement both doors share (S3, S4, S6,

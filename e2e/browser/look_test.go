@@ -86,17 +86,20 @@ func TestPagesLook_U1_U5_U6_U7(t *testing.T) {
 		status    int
 		check     func(t *testing.T, ctx context.Context, s screen)
 		skipRule  string // an axe rule a SPEC rule overrides on this page, or ""
+		before    string // a page opened first, or ""
 	}{
-		{"tailnet-index", tf.serveURL + "/", 200, nil, ""},
-		{"device-index", pf.origin + "/", 200, nil, ""},
-		{"pairing-loopback", pf.origin + pairing.PairPath, 200, checkLoopbackPairing, ""},
-		{"pairing-lan", static + pairing.PairPath, 200, checkLANPairing, ""},
-		{"refusal", tf.serveURL + "/c/nobody/", 404, nil, ""},
+		{"tailnet-index", tf.serveURL + "/", 200, nil, "", ""},
+		{"device-index", pf.origin + "/", 200, nil, "", ""},
+		{"pairing-loopback", pf.origin + pairing.PairPath, 200, checkLoopbackPairing, "", ""},
+		{"pairing-lan", static + pairing.PairPath, 200, checkLANPairing, "", ""},
+		{"refusal", tf.serveURL + "/c/nobody/", 404, nil, "", ""},
 		// axe's meta-refresh (WCAG 2.2.1) flags any refresh under 20 hours; U6 asks for exactly
 		// that, so that a phone left on the page recovers (docs/choices.md). Every other rule
 		// holds on it.
-		{"console-down", tf.serveURL + "/c/gone/", 502, checkConsoleDown, "meta-refresh"},
-		{"not-set-up", static + "/not-set-up", 200, nil, ""},
+		{"console-down", tf.serveURL + "/c/gone/", 502, checkConsoleDown, "meta-refresh", ""},
+		{"not-set-up", static + "/not-set-up", 200, nil, "", ""},
+		// Again, now with the caller's recent requests in its table.
+		{"tailnet-index-recent", tf.serveURL + "/", 200, checkRecentShown, "", tf.serveURL + "/c/nobody/"},
 	}
 	for _, s := range lookScreens {
 		for _, p := range pages {
@@ -112,6 +115,11 @@ func TestPagesLook_U1_U5_U6_U7(t *testing.T) {
 				if _, err := chromedp.Call(ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
 					Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: scheme}}}); err != nil {
 					t.Fatalf("emulating %s: %v", scheme, err)
+				}
+				if p.before != "" {
+					if _, err := chromedp.Run(ctx, chromedp.NavigateResponse(p.before)); err != nil {
+						t.Fatalf("navigate %s: %v", p.before, err)
+					}
 				}
 				resp, err := chromedp.Run(ctx, chromedp.NavigateResponse(p.url))
 				if err != nil {
@@ -227,6 +235,15 @@ func runAxe(t *testing.T, ctx context.Context, axe, skip string) {
 			continue
 		}
 		t.Errorf("U1 axe %s (%s): %s: %s", v.ID, v.Impact, v.Help, strings.Join(v.Nodes, " | "))
+	}
+}
+
+// checkRecentShown: the tailnet index lists the caller's recent requests.
+func checkRecentShown(t *testing.T, ctx context.Context, _ screen) {
+	t.Helper()
+	n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("table.recent tr").length`))
+	if err != nil || n < 2 {
+		t.Errorf("the index shows %d rows of recent activity (%v), want some", n, err)
 	}
 }
 

@@ -9,9 +9,11 @@
 // layout with Page; it defines "title" and "content" (and "head" for what goes in <head>).
 //
 // What it must not do: decide anything. It is told a refusal's status, reason word and detail
-// and writes them; it never logs, never sets a security header other than the type of what it
-// writes (the caller's package sets the Content-Security-Policy, framing, caching), never reads
-// a request beyond its Accept lines, and never links to, loads or inlines anything from
-// elsewhere: no inline script or style, no font, no image from another origin. It imports only
-// the standard library, so that every door (proxy, reach, pairing, supervisor) can import it.
+// and writes them; it never logs, and sets no header but the type of what it writes, Vary:
+// Accept on an answer it chose the language of, and the stylesheet's nosniff and caching (the
+// caller's package sets the Content-Security-Policy, framing, X-Fleet-Reason and a page's
+// caching). It reads nothing of a request but its Accept lines, and never links to, loads or
+// inlines anything from elsewhere: no inline script or style, no font, no image from another
+// origin. It imports only the standard library, so that every door (proxy, reach, pairing,
+// supervisor) can import it.
 package look

@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
+	"strings"
 )
 
 // StylePath is where each door serves Stylesheet (ServeStyle), to every caller: on the
@@ -25,7 +26,16 @@ var templateFiles embed.FS
 // Its root template is the layout, so that a page's Execute writes the whole page.
 var base = template.Must(template.Must(template.New("look").Funcs(template.FuncMap{
 	"stylePath": func() string { return StylePath },
+	"sentence":  sentence,
 }).Parse(`{{template "layout" .}}`)).ParseFS(templateFiles, "templates/layout.html", "templates/partials.html"))
+
+// sentence is detail ending as a sentence does: with a full stop unless it has one, or a ? or !.
+func sentence(detail string) string {
+	if detail == "" || strings.HasSuffix(detail, ".") || strings.HasSuffix(detail, "?") || strings.HasSuffix(detail, "!") {
+		return detail
+	}
+	return detail + "."
+}
 
 // Page parses the files of fsys that patterns name over the layout and its partials, and panics
 // if they do not parse (pages are parsed once, at start-up). The files define "title" and
