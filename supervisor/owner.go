@@ -150,7 +150,7 @@ func (s *Server) serveOwner(w http.ResponseWriter, r *http.Request, path string)
 	}
 	who, ref := s.tailnet.VerifyFresh(r) // S5 in full, no cached WhoIs
 	if ref != nil {
-		refuse(s.hintLocalCaller(r, ref, ""))
+		refuse(ref)
 		return
 	}
 	e.Login, e.Peer = who.Login, who.IP

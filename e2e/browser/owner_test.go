@@ -63,7 +63,6 @@ func TestBrowserOwnerAndPhone_U2_U3_U4(t *testing.T) {
 
 	owner := newPhoneTab(t, browser)
 	var code string
-	var steps string
 	ok := t.Run("U4 the owner pairs a phone by clicking", func(t *testing.T) {
 		if resp, err := chromedp.Run(owner, chromedp.NavigateResponse(serveURL+"/")); err != nil || resp.Status != 200 {
 			t.Fatalf("the tailnet index: %v %v", resp, err)
@@ -75,7 +74,6 @@ func TestBrowserOwnerAndPhone_U2_U3_U4(t *testing.T) {
 		if err != nil || resp.Status != 200 {
 			t.Fatalf("clicking Pair a phone: %v %v", resp, err)
 		}
-		steps = resp.URL
 		if code, err = chromedp.Run(owner, chromedp.Text(chromedp.CSS("span.code"))); err != nil {
 			t.Fatalf("reading the code: %v", err)
 		}
@@ -182,7 +180,6 @@ func TestBrowserOwnerAndPhone_U2_U3_U4(t *testing.T) {
 			checkPage(t, ctx, axe)
 		})
 	}
-	_ = steps
 
 	t.Run("U3 the phone forgets itself by clicking", func(t *testing.T) {
 		if _, err := chromedp.Run(phone, chromedp.NavigateResponse(f.origin+"/")); err != nil {
