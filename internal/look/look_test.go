@@ -59,7 +59,7 @@ func TestRefusalEveryReason_U5(t *testing.T) {
 		r.Header.Set("Accept", "text/html")
 		WriteRefusal(w, r, 403, reason, detail)
 		b := w.Body.String()
-		for _, want := range []string{"403 · <code>" + reason + "</code>", "<h1>" + escaped(reasonWords[reason].title),
+		for _, want := range []string{`<h1 class="status">403 <code>` + reason + "</code></h1>", `<p class="lead">` + escaped(reasonWords[reason].title),
 			"no &lt;such&gt; &#34;page&#34;", "What you can do", `href="/"`, `<link rel="stylesheet" href="/fleet.css">`} {
 			if !strings.Contains(b, want) {
 				t.Errorf("U5 %s as HTML lacks %q:\n%s", reason, want, b)
