@@ -81,6 +81,24 @@ func escaped(s string) string {
 	return strings.NewReplacer("'", "&#39;", "<", "&lt;", ">", "&gt;").Replace(s)
 }
 
+// TestServeStyle_U1: the stylesheet as text/css, nosniff, and a 304 to a browser that holds it.
+func TestServeStyle_U1(t *testing.T) {
+	w := httptest.NewRecorder()
+	ServeStyle(w, httptest.NewRequest("GET", StylePath, nil))
+	etag := w.Header().Get("ETag")
+	if w.Code != 200 || w.Body.String() != string(Stylesheet) || w.Header().Get("Content-Type") != "text/css; charset=utf-8" ||
+		w.Header().Get("X-Content-Type-Options") != "nosniff" || etag == "" {
+		t.Fatalf("GET: %d %v", w.Code, w.Header())
+	}
+	r := httptest.NewRequest("GET", StylePath, nil)
+	r.Header.Set("If-None-Match", etag)
+	w = httptest.NewRecorder()
+	ServeStyle(w, r)
+	if w.Code != http.StatusNotModified || w.Body.Len() != 0 {
+		t.Errorf("revalidated: %d, %d bytes", w.Code, w.Body.Len())
+	}
+}
+
 // TestConsoleDown_U6: the page names the console and reloads itself; a script gets JSON.
 func TestConsoleDown_U6(t *testing.T) {
 	w := httptest.NewRecorder()
