@@ -142,7 +142,8 @@ type HandlerConfig struct {
 //	                      "Installed and checked the root? Pair below"; then a plain HTML form
 //	                      (code, password, device name) that works without JavaScript. On a
 //	                      loopback door (fleet demo) the form comes first, under one paragraph
-//	                      that says why a certificate warning is expected there (SPEC U7)
+//	                      that says why a certificate warning is expected there, and the trust
+//	                      steps follow it (SPEC U7)
 //	GET  /pair/assets/…   its own script (which moves a code from the URL's #fragment into the
 //	                      form, and opens the folded steps for a link to them) and fleet's one
 //	                      stylesheet (pair.css, look.Stylesheet), nothing else

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/phase-console/fleet/internal/doortest"
+	"github.com/phase-console/fleet/internal/look"
+	"github.com/phase-console/fleet/pairing"
 )
 
 // TestRefusalsInTheCallersLanguage_U5: the direct-reach door's refusals, as raw bytes over TLS
@@ -55,4 +57,25 @@ func TestRefusalsInTheCallersLanguage_U5(t *testing.T) {
 			doortest.WantRefusalIn(t, d.RawAs(reqHost("GET", "/c/alpha/", "evil.example", extra...)), http.StatusMisdirectedRequest, "host", html)
 		}
 	})
+}
+
+// TestStylesheetForAnyone_R7_U1: fleet's one stylesheet is served at /fleet.css to any caller —
+// an unpaired one too, as an asset of the pairing page (R7) — as text/css, not to be sniffed,
+// and a POST of it is not served (an unpaired caller is sent to /pair, R7).
+func TestStylesheetForAnyone_R7_U1(t *testing.T) {
+	d := startTestDoor(t)
+	_, cookie := d.pair("phone")
+	for _, row := range []struct {
+		name  string
+		extra []string
+	}{{"R7 unpaired", nil}, {"U1 a paired device", []string{cookie}}, {"R10 an unknown cookie", []string{"Cookie: " + pairing.CookieName + "=nope"}}} {
+		r := d.RawAs(d.req("GET", look.StylePath, row.extra...))
+		if r.Status != 200 || r.Header.Get("Content-Type") != "text/css; charset=utf-8" ||
+			r.Header.Get("X-Content-Type-Options") != "nosniff" || r.Body != string(look.Stylesheet) {
+			t.Errorf("%s: %d %q %q", row.name, r.Status, r.Header.Get("Content-Type"), r.Header.Get("X-Content-Type-Options"))
+		}
+	}
+	if r := d.RawAs(d.req("POST", look.StylePath, "Content-Length: 0")); r.Status != http.StatusSeeOther || r.Header.Get("Location") != PairPath {
+		t.Errorf("R7 POST %s unpaired: %d %q, want 303 to %s", look.StylePath, r.Status, r.Header.Get("Location"), PairPath)
+	}
 }

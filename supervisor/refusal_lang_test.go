@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/phase-console/fleet/internal/doortest"
+	"github.com/phase-console/fleet/internal/look"
 )
 
 // TestRefusalsInTheCallersLanguage_U5: every refusal the loopback door writes, as raw bytes over
@@ -87,4 +88,22 @@ func TestRefusalsInTheCallersLanguage_U5(t *testing.T) {
 			doortest.WantRefusalIn(t, d.RawAs(row.req), row.status, row.reason, false)
 		})
 	}
+}
+
+// TestStylesheetForAnyone_U1: the loopback door serves fleet's one stylesheet at /fleet.css to
+// anyone — a verified caller, and one it could not verify (whose refusal page links to it) — as
+// text/css under the pages' own policy; it takes only GET and HEAD.
+func TestStylesheetForAnyone_U1(t *testing.T) {
+	d := startDoor(t)
+	for _, row := range []struct{ name, req string }{
+		{"U1 through Serve", doortest.ServeReq("GET", look.StylePath)},
+		{"U1 unverified", strings.Replace(doortest.ServeReq("GET", look.StylePath), doortest.Alice, "mallory@example.com", 1)},
+	} {
+		r := d.RawAs(row.req)
+		if r.Status != 200 || r.Header.Get("Content-Type") != "text/css; charset=utf-8" ||
+			r.Header.Get("X-Content-Type-Options") != "nosniff" || r.Body != string(look.Stylesheet) {
+			t.Errorf("%s: %d %q", row.name, r.Status, r.Header.Get("Content-Type"))
+		}
+	}
+	doortest.WantRefusalIn(t, d.RawAs(doortest.ServeReq("POST", look.StylePath, "Content-Length: 0")), http.StatusMethodNotAllowed, "method", false)
 }

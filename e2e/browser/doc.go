@@ -19,6 +19,13 @@
 // door's key (pinned with --ignore-certificate-errors-spki-list) pairs, uses the console and is
 // revoked. Its screenshots go to $FLEET_ARTIFACTS when set, else to a temporary folder.
 //
+// TestPagesLook_U1_U5_U6_U7 opens every page fleet writes itself — the tailnet index, the
+// device's index, the pairing page of a loopback and of a LAN door, a refusal, the console-down
+// page, "pairing is not set up" — light at 390 × 844 and dark at 360 px wide, and injects
+// axe-core (pinned by testdata/axe's lockfile; .ci/run installs it with npm ci) into each: no
+// violation of impact serious or critical, no sideways scroll, 44 × 44 px targets, measured in
+// the page with its CSP in force. It skips without axe-core, and fails under CI=true.
+//
 // The tests need /usr/bin/chromium. Without it none runs, and the package's line in a green
 // `go test ./...` says so ("ok … [no tests to run]"; -v shows why), except under CI=true, where
 // they fail: .ci/run installs it. FLEET_SCREENSHOT=1 also writes testdata/refconsole.png, a screenshot of the

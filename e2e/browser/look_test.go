@@ -250,7 +250,7 @@ func checkRecentShown(t *testing.T, ctx context.Context, _ screen) {
 // checkConsoleDown: the page names the console and reloads itself every few seconds (U6).
 func checkConsoleDown(t *testing.T, ctx context.Context, _ screen) {
 	t.Helper()
-	raw, err := chromedp.Run(ctx, chromedp.Evaluate[string](`JSON.stringify([document.querySelector("h1").textContent,
+	raw, err := chromedp.Run(ctx, chromedp.Evaluate[string](`JSON.stringify([document.querySelector(".lead").textContent,
   (document.querySelector('meta[http-equiv="refresh"]') || {}).content || ""])`))
 	if err != nil {
 		t.Fatal(err)

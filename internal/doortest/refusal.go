@@ -25,7 +25,7 @@ func WantRefusalIn(t *testing.T, r Response, status int, reason string, html boo
 			t.Fatalf("U5 Content-Type %q, want the HTML page (body %q)", ct, r.Body)
 		}
 		for _, want := range []string{`<html lang="en">`, `<link rel="stylesheet" href="/fleet.css">`,
-			strconv.Itoa(status) + " · <code>" + reason + "</code>", "<h1>", "What you can do"} {
+			`<h1 class="status">` + strconv.Itoa(status) + " <code>" + reason + "</code></h1>", `<p class="lead">`, "What you can do"} {
 			if !strings.Contains(r.Body, want) {
 				t.Errorf("U5 the refusal page lacks %q:\n%s", want, r.Body)
 			}

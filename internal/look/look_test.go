@@ -59,7 +59,7 @@ func TestRefusalEveryReason_U5(t *testing.T) {
 		r.Header.Set("Accept", "text/html")
 		WriteRefusal(w, r, 403, reason, detail)
 		b := w.Body.String()
-		for _, want := range []string{"403 · <code>" + reason + "</code>", "<h1>" + escaped(reasonWords[reason].title),
+		for _, want := range []string{`<h1 class="status">403 <code>` + reason + "</code></h1>", `<p class="lead">` + escaped(reasonWords[reason].title),
 			"no &lt;such&gt; &#34;page&#34;", "What you can do", `href="/"`, `<link rel="stylesheet" href="/fleet.css">`} {
 			if !strings.Contains(b, want) {
 				t.Errorf("U5 %s as HTML lacks %q:\n%s", reason, want, b)
@@ -79,6 +79,24 @@ func TestRefusalEveryReason_U5(t *testing.T) {
 // escaped is s as html/template writes it in text.
 func escaped(s string) string {
 	return strings.NewReplacer("'", "&#39;", "<", "&lt;", ">", "&gt;").Replace(s)
+}
+
+// TestServeStyle_U1: the stylesheet as text/css, nosniff, and a 304 to a browser that holds it.
+func TestServeStyle_U1(t *testing.T) {
+	w := httptest.NewRecorder()
+	ServeStyle(w, httptest.NewRequest("GET", StylePath, nil))
+	etag := w.Header().Get("ETag")
+	if w.Code != 200 || w.Body.String() != string(Stylesheet) || w.Header().Get("Content-Type") != "text/css; charset=utf-8" ||
+		w.Header().Get("X-Content-Type-Options") != "nosniff" || etag == "" {
+		t.Fatalf("GET: %d %v", w.Code, w.Header())
+	}
+	r := httptest.NewRequest("GET", StylePath, nil)
+	r.Header.Set("If-None-Match", etag)
+	w = httptest.NewRecorder()
+	ServeStyle(w, r)
+	if w.Code != http.StatusNotModified || w.Body.Len() != 0 {
+		t.Errorf("revalidated: %d, %d bytes", w.Code, w.Body.Len())
+	}
 }
 
 // TestConsoleDown_U6: the page names the console and reloads itself; a script gets JSON.
