@@ -26,6 +26,13 @@
 // violation of impact serious or critical, no sideways scroll, 44 × 44 px targets, measured in
 // the page with its CSP in force. It skips without axe-core, and fails under CI=true.
 //
+// TestBrowserOwnerAndPhone_U2_U3_U4 is the machine's owner and a phone, each at 390 × 844, as
+// people use them: the owner (alice, Self's user in the fake status) pairs a phone from the
+// tailnet index and revokes another by clicking; the phone pairs with that code, reads its index
+// and clicks Forget this device. Their pages get the look test's checks (axe-core among them).
+// FLEET_SCREENSHOTS=1 also rewrites docs/img/phone-index.png and docs/img/owner-devices.png,
+// the README's pictures.
+//
 // The tests need /usr/bin/chromium. Without it none runs, and the package's line in a green
 // `go test ./...` says so ("ok … [no tests to run]"; -v shows why), except under CI=true, where
 // they fail: .ci/run installs it. FLEET_SCREENSHOT=1 also writes testdata/refconsole.png, a screenshot of the
