@@ -35,6 +35,8 @@ var reasonWords = map[string]words{
 	"reach-settings":      {"fleet's settings are not reachable here", "Change them on the machine: fleet reach status shows the door's settings."},
 	"local-only":          {"The fleet API answers only on this machine", "Call it on the machine itself, with the bearer from fleet.token."},
 	"not-owner":           {"Only the machine's owner may do this", "Sign in to the tailnet as the person who owns this machine, or use the fleet command on the machine."},
+	"owner-form":          {"The form was malformed", "Reload the index and send the form from it again."},
+	"unknown-device":      {"No paired device has that id", "Reload the index: the device may be revoked already. fleet reach devices on the machine lists them."},
 	"unknown-console":     {"No console here has that id", nextIndex},
 	"not-found":           {"There is no such page", nextIndex},
 	"method":              {"This page does not take that method", "Open the page with a plain link. " + nextIndex},
