@@ -263,10 +263,12 @@ func WriteFileAtomic(path string, data []byte) error {
 	if err := tmp.Close(); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
+	hook("temp-written", path)
 	if err := os.Rename(tmpName, path); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	ok = true
+	hook("renamed", path)
 	if d, err := os.Open(dir); err == nil {
 		d.Sync()
 		d.Close()
