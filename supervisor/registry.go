@@ -116,7 +116,7 @@ type health struct {
 const RegistryFormat = 2
 
 type registryFile struct {
-	Format   int       `json:"format"`
+	Format   int       `json:"format,omitempty"` // always RegistryFormat when fleet writes it
 	Consoles []Console `json:"consoles"`
 }
 
