@@ -371,6 +371,14 @@ func TestStateFiles_F1(t *testing.T) {
 		checks := Run(context.Background(), Config{StateHome: home, LocalAPI: healthyTailscaled(contract.DefaultPort)})
 		want(t, checks, "consoles.json", Fail, "does not parse", "move it away")
 	})
+	t.Run("O5 registry of a newer format", func(t *testing.T) {
+		home := newHome(t)
+		startSupervisor(t, home)
+		reg := filepath.Join(state.FleetDir(home), state.RegistryFile)
+		os.WriteFile(reg, []byte(`{"format":3,"consoles":[]}`), 0o600)
+		checks := Run(context.Background(), Config{StateHome: home, LocalAPI: healthyTailscaled(contract.DefaultPort)})
+		want(t, checks, "consoles.json", Fail, "is format 3, newer than this fleet reads (format 2)", "run the newer fleet")
+	})
 }
 
 func TestSupervisor(t *testing.T) {

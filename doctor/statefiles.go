@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 
 	"github.com/phase-console/fleet/internal/state"
+	"github.com/phase-console/fleet/supervisor"
 )
 
 func (r *run) checkState() {
@@ -61,6 +62,9 @@ func (r *run) checkState() {
 		r.add(OK, "consoles.json", "no console registered yet", "")
 	case err != nil:
 		r.add(Fail, "consoles.json", errText(err), fixOf(err, ""))
+	case supervisor.CheckRegistryFormat(regPath) != nil:
+		// SPEC O5: written by a newer fleet; this one's serve refuses to start with it.
+		r.add(Fail, "consoles.json", supervisor.CheckRegistryFormat(regPath).Error(), "run the newer fleet that wrote it (fleet version says which this is), or move the file away")
 	case !json.Valid(data):
 		r.add(Fail, "consoles.json", regPath+" does not parse; fleet serve refuses to start with it", "repair it, or move it away (consoles register again when they start)")
 	default:

@@ -53,11 +53,26 @@ type codeRecord struct {
 }
 
 type codesFile struct {
-	Version int          `json:"version"`
+	Version int          `json:"format"` // the file's format: fileVersion
+	Codes   []codeRecord `json:"codes"`
+
+	read int // the format of the file it was read from (pairingFile)
+}
+
+func (f *codesFile) version() int       { return f.Version }
+func (f *codesFile) readFormat() *int   { return &f.read }
+func (f *codesFile) legacy() legacyFile { return &codesFileV1{} }
+func (f *codesFile) fromLegacy(l legacyFile) {
+	f.Version, f.Codes = fileVersion, l.(*codesFileV1).Codes
+}
+
+// codesFileV1 is codes.json of format 1, before "format".
+type codesFileV1 struct {
+	Version int          `json:"version"` // 1
 	Codes   []codeRecord `json:"codes"`
 }
 
-func (f *codesFile) version() int { return f.Version }
+func (f *codesFileV1) version() int { return f.Version }
 
 // IssueCode issues a fresh pairing code, valid CodeTTL from now, and returns it as shown to a
 // person: XXXX-XXXX. name (may be empty) is what the device will be called, as `fleet reach pair

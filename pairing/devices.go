@@ -71,14 +71,31 @@ type deviceRecord struct {
 }
 
 type devicesFile struct {
-	Version int            `json:"version"`
+	Version int            `json:"format"` // the file's format: fileVersion
 	Devices []deviceRecord `json:"devices"`
 	// Revoked keeps the id6 of every revoked device, so that an id6 — and the login a console may
 	// have remembered — is never given to another device.
 	Revoked []string `json:"revoked_id6,omitempty"`
+
+	read int // the format of the file it was read from (pairingFile)
 }
 
-func (f *devicesFile) version() int { return f.Version }
+func (f *devicesFile) version() int       { return f.Version }
+func (f *devicesFile) readFormat() *int   { return &f.read }
+func (f *devicesFile) legacy() legacyFile { return &devicesFileV1{} }
+func (f *devicesFile) fromLegacy(l legacyFile) {
+	old := l.(*devicesFileV1)
+	f.Version, f.Devices, f.Revoked = fileVersion, old.Devices, old.Revoked
+}
+
+// devicesFileV1 is devices.json of format 1, before "format".
+type devicesFileV1 struct {
+	Version int            `json:"version"` // 1
+	Devices []deviceRecord `json:"devices"`
+	Revoked []string       `json:"revoked_id6,omitempty"`
+}
+
+func (f *devicesFileV1) version() int { return f.Version }
 
 func (r deviceRecord) device() Device {
 	g, err := consolesOf(r.Consoles)

@@ -22,9 +22,43 @@ const (
 	LockFile     = "lock"
 )
 
-// fileVersion is the "version" of codes.json and devices.json. A file of another version is
-// refused (an older fleet must not rewrite a newer one's file).
-const fileVersion = 1
+// fileVersion is the format of codes.json and devices.json that this fleet writes: their
+// top-level "format" (SPEC O5; what a format is, and what happens to a file of each, is package
+// state's):
+//
+//   - 1: the files before "format" (state.LegacyFormat). They carried "version": 1 in its place,
+//     and nothing else differs.
+//   - 2: "format": 2, and no "version".
+//
+// Both are read; the first write of a format-1 file keeps it as <name>.v1.bak. A file of a newer
+// format is refused and left as it is: an older fleet must not rewrite a newer one's file.
+const fileVersion = 2
+
+// A pairingFile is codes.json or devices.json in memory, always at fileVersion, with the format
+// of the file it was read from.
+type pairingFile interface {
+	version() int
+	// legacy is an empty format-1 file to decode into; fromLegacy fills this one from it.
+	legacy() legacyFile
+	fromLegacy(legacyFile)
+	// readFormat is the format of the file it was read from, 0 when there was none.
+	readFormat() *int
+}
+
+// A legacyFile is a format-1 file, with its "version".
+type legacyFile interface{ version() int }
+
+// CheckFormats refuses a codes.json or devices.json in dir of a newer format than this fleet reads
+// (a *state.NewerFormatError: one line naming the file and both formats). It only reads: any other
+// problem with a file is reported where the file is used.
+func CheckFormats(dir string) error {
+	for _, name := range []string{DevicesFile, CodesFile} {
+		if err := state.CheckFormat(filepath.Join(dir, name), fileVersion); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // openLock opens dir/lock, creating it 0600; like every file here it must be private (F1).
 func openLock(dir string) (*os.File, error) {
@@ -90,15 +124,21 @@ type ParseError struct {
 }
 
 func (e *ParseError) Error() string {
+	var newer *state.NewerFormatError
+	if errors.As(e.Err, &newer) {
+		return newer.Error() // it parses, in a format this fleet does not know: say that alone
+	}
 	return fmt.Sprintf("%s does not parse: %v (it is left as it is: fix or move it away)", e.Path, e.Err)
 }
 
 func (e *ParseError) Unwrap() error { return e.Err }
 
-// readJSON reads the private file at path into v, strictly: unknown fields, trailing data and a
-// version other than fileVersion are errors. A missing file leaves v alone and returns an error
-// matching fs.ErrNotExist.
-func readJSON(path string, v interface{ version() int }) error {
+// readJSON reads the private file at path into v, strictly: unknown fields, trailing data, a
+// format newer than fileVersion and, in a format-1 file, a version other than 1 are errors. A
+// format-1 file is decoded as strictly into v.legacy() and brought to fileVersion; either way v
+// records the format read. A missing file leaves v alone and returns an error matching
+// fs.ErrNotExist.
+func readJSON(path string, v pairingFile) error {
 	data, err := state.ReadPrivateFile(path)
 	if err != nil {
 		return err
@@ -106,27 +146,59 @@ func readJSON(path string, v interface{ version() int }) error {
 	if len(data) > maxFileSize {
 		return &ParseError{Path: path, Err: fmt.Errorf("larger than %d bytes", maxFileSize)}
 	}
+	from, formatErr := state.FormatOf(path, data, fileVersion)
+	var newer *state.NewerFormatError
+	if errors.As(formatErr, &newer) {
+		return &ParseError{Path: path, Err: formatErr}
+	}
+	var into any = v
+	var old legacyFile
+	if formatErr == nil && from == state.LegacyFormat {
+		old = v.legacy()
+		into = old
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	if err := dec.Decode(into); err != nil {
 		return &ParseError{Path: path, Err: err}
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return &ParseError{Path: path, Err: errors.New("trailing data after the JSON value")}
 	}
-	if got := v.version(); got != fileVersion {
-		return &ParseError{Path: path, Err: fmt.Errorf("version %d, want %d", got, fileVersion)}
+	if formatErr != nil {
+		return &ParseError{Path: path, Err: formatErr}
 	}
+	if old != nil {
+		if got := old.version(); got != 1 {
+			return &ParseError{Path: path, Err: fmt.Errorf("version %d, want 1", got)}
+		}
+		v.fromLegacy(old)
+	}
+	if got := v.version(); got != fileVersion {
+		return &ParseError{Path: path, Err: fmt.Errorf("format %d, want %d", got, fileVersion)}
+	}
+	*v.readFormat() = from
 	return nil
 }
 
 // writeJSON writes v to path atomically, 0600, refusing an existing file that is too open (F1).
-func writeJSON(path string, v any) error {
+// When v was read from a file of an older format, that file is first kept once as
+// <name>.v<N>.bak (state.WriteUpgraded).
+func writeJSON(path string, v pairingFile) error {
 	data, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}
-	return state.WritePrivateFile(path, append(data, '\n'))
+	data = append(data, '\n')
+	if from := *v.readFormat(); from != 0 && from < fileVersion {
+		err = state.WriteUpgraded(path, from, data)
+	} else {
+		err = state.WritePrivateFile(path, data)
+	}
+	if err == nil {
+		*v.readFormat() = fileVersion
+	}
+	return err
 }
 
 // notExist reports whether err says a file is missing.

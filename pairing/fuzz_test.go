@@ -141,7 +141,8 @@ func FuzzSlug(f *testing.F) {
 }
 
 // FuzzReadDevices: whatever devices.json holds, reading it never panics; a file it refuses is a
-// *ParseError naming the file; a file it accepts has version 1 and devices with unique valid id6,
+// *ParseError naming the file; a file it accepts, of any format this fleet reads, is held at the
+// format it writes (fileVersion) and has devices with unique valid id6,
 // valid slugs and credential hashes that are 64 hex digits naming distinct credentials, and
 // written back as fleet writes it, it reads again as the same register.
 func FuzzReadDevices(f *testing.F) {
@@ -181,7 +182,8 @@ func FuzzReadDevices(f *testing.F) {
 }
 
 // FuzzReadCodes: whatever codes.json holds, reading it never panics; a file it refuses is a
-// *ParseError naming the file; a file it accepts has version 1 and codes whose hashes are 64 hex
+// *ParseError naming the file; a file it accepts, of any format this fleet reads, is held at the
+// format it writes (fileVersion) and has codes whose hashes are 64 hex
 // digits, can be searched and pruned, and written back as fleet writes it, reads again as the
 // same codes.
 func FuzzReadCodes(f *testing.F) {

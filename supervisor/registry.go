@@ -81,7 +81,7 @@ func ValidateConsole(c Console) error {
 type Registry struct {
 	path  string
 	now   func() time.Time
-	write func(path string, data []byte) error         // state.WritePrivateFile; a seam for tests
+	write func(path string, data []byte) error         // r.writeFile; a seam for tests
 	dial  func(ctx context.Context, addr string) error // dialProbe; a seam for tests
 	// probeDeadline bounds one probe dial: context.WithTimeout; a seam for tests, whose fake
 	// clock ends the dial's context when the test says the timeout is up.
@@ -89,8 +89,11 @@ type Registry struct {
 
 	consoles atomic.Pointer[map[string]Console] // never nil; the map is never mutated
 
-	mu     sync.Mutex     // serialises Put and Delete, and so the file's writes
-	probes sync.WaitGroup // the probes Put started; a test waits on it to see their outcome
+	mu sync.Mutex // serialises Put and Delete, and so the file's writes
+	// fileFormat is the format of the file on disk (SPEC O5): RegistryFormat, or an older one
+	// until the first write upgrades it. Guarded by mu.
+	fileFormat int
+	probes     sync.WaitGroup // the probes Put started; a test waits on it to see their outcome
 
 	hmu    sync.Mutex // guards the fields below
 	health map[string]health
@@ -103,8 +106,25 @@ type health struct {
 	seq      uint64
 }
 
+// RegistryFormat is the format of consoles.json that this fleet writes (SPEC O5, package state):
+//
+//   - 1: {"consoles": [...]}, with no "format" (state.LegacyFormat).
+//   - 2: the same, with "format": 2.
+//
+// A file of any of them is read; the first write of a format-1 file keeps it as
+// consoles.json.v1.bak. A file of a newer format is refused, and left as it is.
+const RegistryFormat = 2
+
 type registryFile struct {
+	Format   int       `json:"format,omitempty"` // always RegistryFormat when fleet writes it
 	Consoles []Console `json:"consoles"`
+}
+
+// CheckRegistryFormat refuses a consoles.json at path of a newer format than this fleet reads
+// (a *state.NewerFormatError, one line naming the file and both formats). It only reads: any other
+// problem with the file is LoadRegistry's to report.
+func CheckRegistryFormat(path string) error {
+	return state.CheckFormat(path, RegistryFormat)
 }
 
 // LoadRegistry reads the registry at path (a missing file is an empty registry). A file that is
@@ -113,8 +133,9 @@ func LoadRegistry(path string, now func() time.Time) (*Registry, error) {
 	if now == nil {
 		now = time.Now
 	}
-	r := &Registry{path: path, now: now, write: state.WritePrivateFile, dial: dialProbe, probeDeadline: context.WithTimeout,
-		health: map[string]health{}}
+	r := &Registry{path: path, now: now, dial: dialProbe, probeDeadline: context.WithTimeout,
+		health: map[string]health{}, fileFormat: RegistryFormat}
+	r.write = r.writeFile
 	consoles := map[string]Console{}
 	data, err := state.ReadPrivateFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -124,10 +145,21 @@ func LoadRegistry(path string, now func() time.Time) (*Registry, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Formats 1 and 2 differ only by "format" itself: one decoder reads both.
+	from, formatErr := state.FormatOf(path, data, RegistryFormat)
+	var newer *state.NewerFormatError
+	if errors.As(formatErr, &newer) {
+		return nil, formatErr
+	}
 	var f registryFile
-	if err := json.Unmarshal(data, &f); err != nil {
+	err = json.Unmarshal(data, &f)
+	if err == nil {
+		err = formatErr
+	}
+	if err != nil {
 		return nil, fmt.Errorf("%s does not parse: %v (fix or move it away; fleet will not overwrite it)", path, err)
 	}
+	r.fileFormat = from
 	for _, c := range f.Consoles {
 		if err := ValidateConsole(c); err != nil {
 			return nil, fmt.Errorf("%s: console %q: %v", path, c.ID, err)
@@ -243,7 +275,7 @@ func (r *Registry) List() []ConsoleStatus {
 
 // save writes consoles to the file. Called with mu held.
 func (r *Registry) save(consoles map[string]Console) error {
-	f := registryFile{Consoles: make([]Console, 0, len(consoles))}
+	f := registryFile{Format: RegistryFormat, Consoles: make([]Console, 0, len(consoles))}
 	for _, c := range consoles {
 		f.Consoles = append(f.Consoles, c)
 	}
@@ -252,7 +284,21 @@ func (r *Registry) save(consoles map[string]Console) error {
 	if err != nil {
 		return err
 	}
-	return r.write(r.path, append(data, '\n'))
+	if err := r.write(r.path, append(data, '\n')); err != nil {
+		return err
+	}
+	r.fileFormat = RegistryFormat
+	return nil
+}
+
+// writeFile is how the registry writes its file (r.write): the first write over a file of an
+// older format keeps that file once as consoles.json.v<N>.bak (SPEC O5), every write is atomic
+// and refuses a file too open (F1, F2). Called with mu held.
+func (r *Registry) writeFile(path string, data []byte) error {
+	if r.fileFormat < RegistryFormat {
+		return state.WriteUpgraded(path, r.fileFormat, data)
+	}
+	return state.WritePrivateFile(path, data)
 }
 
 // probeParallel bounds the dials a probe round has in flight. A console that does not answer

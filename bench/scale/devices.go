@@ -42,9 +42,9 @@ func newPairedRegister(parent string, n int) (*pairedRegister, error) {
 		Created time.Time `json:"created"`
 	}
 	f := struct {
-		Version int      `json:"version"`
+		Format  int      `json:"format"` // the format fleet writes (package pairing)
 		Devices []record `json:"devices"`
-	}{Version: 1}
+	}{Format: 2}
 	const alphabet = "abcdefghijklmnopqrstuvwxyz234567"
 	created := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for i := range n {

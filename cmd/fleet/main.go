@@ -57,6 +57,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
+	if args[0] == "--version" || args[0] == "-version" {
+		return runVersion(args[1:], stdout, stderr)
+	}
 	if args[0] == "help" {
 		// `fleet help serve` is `fleet serve --help`.
 		if len(args) == 1 {

@@ -82,7 +82,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 }
 
 // serve runs the supervisor until ctx is done. In order: it raises its soft limit on open files
-// to the hard one, locks the state folder (one supervisor per folder), removes what interrupted
+// to the hard one, refuses state files of a newer format (changing nothing), locks the state folder (one supervisor per folder), removes what interrupted
 // writes left in the door's folder, binds its listeners (so a port in use stops it before it
 // creates a token), prepares the supervisor, writes supervisor.addr and says where it listens. On
 // a clean exit it removes supervisor.addr, if that still names its address.
@@ -100,6 +100,10 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) int {
 		return fail("%v", err)
 	}
 	if err := state.EnsureDir(fleetDir); err != nil {
+		return fail("%v", err)
+	}
+	// SPEC O5: a state file of a newer format stops the start before anything is written.
+	if err := checkStateFormats(o.home); err != nil {
 		return fail("%v", err)
 	}
 	lock, err := state.AcquireLock(fleetDir)

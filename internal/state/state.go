@@ -7,6 +7,10 @@
 // same folder, is fsynced, then renamed over the old one, so a crash or a full disk leaves either the
 // old file or the new one. A file that does not parse is the caller's error to report; this package
 // never replaces one with an empty file.
+//
+// It also owns what a JSON state file's "format" means (SPEC O5, format.go): which format a file
+// is, the refusal of a newer one, and the upgrade of an older one with its one backup. How one
+// format's fields become the next's is the file's owner's (supervisor, pairing).
 package state
 
 import (
@@ -263,10 +267,12 @@ func WriteFileAtomic(path string, data []byte) error {
 	if err := tmp.Close(); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
+	hook("temp-written", path)
 	if err := os.Rename(tmpName, path); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	ok = true
+	hook("renamed", path)
 	if d, err := os.Open(dir); err == nil {
 		d.Sync()
 		d.Close()
