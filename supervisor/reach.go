@@ -157,6 +157,7 @@ func (s *Server) openReachLocked(p reach.Profile) error {
 		Log:        s.log,
 		Now:        s.cfg.Now,
 		Audit:      s.auditRecorder(),
+		Listen:     s.cfg.ReachListen,
 	})
 	if err != nil {
 		return err
