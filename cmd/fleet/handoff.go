@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/cloudflare/tableflip"
@@ -79,6 +81,11 @@ func newSockets(pidFile string) (*sockets, error) {
 	if err := s.takeActivated(named); err != nil {
 		return nil, err
 	}
+	if !upgraderTaken.CompareAndSwap(false, true) {
+		// tableflip allows one upgrader a process: a second fleet serve in one process (tests
+		// that run the command in theirs) opens its own sockets and cannot hand over.
+		return s, nil
+	}
 	upg, err := tableflip.New(tableflip.Options{PIDFile: pidFile, UpgradeTimeout: handoffTimeout})
 	if err != nil {
 		return nil, fmt.Errorf("handoff: %w", err)
@@ -86,6 +93,9 @@ func newSockets(pidFile string) (*sockets, error) {
 	s.upg = upg
 	return s, nil
 }
+
+// upgraderTaken is set once this process has made its one tableflip upgrader.
+var upgraderTaken atomic.Bool
 
 // takeActivated sorts systemd's sockets by name: "tcp", "unix", or one unnamed (go-systemd names
 // it LISTEN_FD_3) for the TCP door. Anything else is refused.
@@ -282,7 +292,24 @@ func (s *sockets) handOff(reach net.Listener) error {
 			return err
 		}
 	}
-	return s.upg.Upgrade()
+	// A process that was itself handed over hands on only once its predecessor has exited
+	// (tableflip's rule); it says so rather than wait for a predecessor still draining.
+	if s.upg.HasParent() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := s.upg.WaitForParent(ctx)
+		cancel()
+		if errors.Is(err, context.DeadlineExceeded) {
+			return errors.New("the previous handoff is not over: the process this one took over from is still finishing what it had in flight; send SIGUSR2 again once it has exited")
+		}
+	}
+	for tries := 0; ; tries++ {
+		err := s.upg.Upgrade()
+		// WaitForParent saw the predecessor go; tableflip's own loop may see it a moment later.
+		if err == nil || err.Error() != "parent hasn't exited" || tries == 50 {
+			return err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // exit is closed once this process has handed over.
