@@ -327,3 +327,13 @@ func (s *sockets) stop() {
 		s.upg.Stop()
 	}
 }
+
+// servePID reads serve.pid in fleetDir (0 when missing or not a number).
+func servePID(fleetDir string) int {
+	b, err := os.ReadFile(filepath.Join(fleetDir, PIDFile))
+	if err != nil {
+		return 0
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return pid
+}

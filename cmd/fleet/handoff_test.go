@@ -127,16 +127,6 @@ func handoffConsole(t *testing.T) *httptest.Server {
 	return srv
 }
 
-// servePID reads serve.pid (0 when missing or not a number).
-func servePID(fleetDir string) int {
-	b, err := os.ReadFile(filepath.Join(fleetDir, PIDFile))
-	if err != nil {
-		return 0
-	}
-	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-	return pid
-}
-
 // gone reports whether process pid has exited (or is a zombie nobody reaped yet).
 func gone(pid int) bool {
 	if syscall.Kill(pid, 0) != nil {
