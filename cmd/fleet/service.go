@@ -91,7 +91,8 @@ func runService(args []string, stdout, stderr io.Writer) int {
 			"On Linux: the systemd user units fleet.service, fleet.socket and fleet-unix.socket in\n"+
 			"~/.config/systemd/user; on macOS: the LaunchAgent %s. install writes them with this\n"+
 			"binary's path and the default state folder, enables and starts them; uninstall stops and\n"+
-			"removes them (the state folder stays); status says whether fleet runs and on which doors.\n", serviceSummary, launchdLabel)
+			"removes them (the state folder stays); status says whether fleet runs and on which doors.\n\n"+
+			"Flags:\n  --dry-run\n    \tprint the files and the commands, and change nothing\n", serviceSummary, launchdLabel)
 	}
 	if len(args) == 0 {
 		usage(stderr)
