@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -84,7 +85,8 @@ func askFleet(t *testing.T, c net.Conn, token string) int {
 // TestSocketActivation_O3a: fleet serve under systemd-socket-activate serves on the sockets it
 // is handed — the one named tcp as the TCP door, the one named unix as the unix door, one
 // without a name as the TCP door — and answers the connection that was waiting in the socket's
-// queue before it started. It opens no socket of its own there.
+// queue before it started. It opens no socket of its own there. Handed over (SIGUSR2), the new
+// process serves on the same sockets.
 func TestSocketActivation_O3a(t *testing.T) {
 	for _, named := range []bool{true, false} {
 		t.Run(fmt.Sprintf("named=%v", named), func(t *testing.T) {
@@ -146,6 +148,37 @@ func TestSocketActivation_O3a(t *testing.T) {
 			b, _ := os.ReadFile(filepath.Join(state.FleetDir(home), state.AddrFile))
 			if strings.TrimSpace(string(b)) != tcp {
 				t.Errorf("supervisor.addr = %q, want the handed socket's %s", b, tcp)
+			}
+
+			// Handed over (SIGUSR2): the new process serves on systemd's sockets, and the socket
+			// file, systemd's, stays.
+			fleetDir := state.FleetDir(home)
+			old := servePID(fleetDir)
+			if err := syscall.Kill(old, syscall.SIGUSR2); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "the handoff", func() bool { p := servePID(fleetDir); return p != 0 && p != old })
+			next := servePID(fleetDir)
+			t.Cleanup(func() { syscall.Kill(next, syscall.SIGKILL) }) // before the Wait for the first
+			waitFor(t, "the old process to exit", func() bool { return gone(old) })
+			c, err = net.Dial("tcp", tcp)
+			if err != nil {
+				t.Fatalf("the TCP door after the handoff: %v", err)
+			}
+			if st := askFleet(t, c, token); st != http.StatusOK {
+				t.Fatalf("the TCP door after the handoff: %d", st)
+			}
+			if named {
+				if st, err := os.Lstat(sock); err != nil || st.Mode().Perm() != 0o600 {
+					t.Fatalf("systemd's socket file after the handoff: %v %v", st, err)
+				}
+				uc, err := net.Dial("unix", sock)
+				if err != nil {
+					t.Fatalf("the unix door after the handoff: %v", err)
+				}
+				if st := askFleet(t, uc, token); st != http.StatusOK {
+					t.Fatalf("the unix door after the handoff: %d", st)
+				}
 			}
 		})
 	}

@@ -48,9 +48,11 @@ const (
 	handedLock       = "serve.lock"
 	handedTCPNetwork = "tcp4"
 	handedTCPName    = "loopback-door"
-	// A unix socket that systemd made is keyed apart from one fleet made: tableflip removes the
-	// socket files of the latter when fleet stops for good, and the socket unit owns the former.
+	// A unix socket that systemd made is keyed apart from one fleet made (keyed by its path):
+	// tableflip removes the socket files of the latter when fleet stops for good, and the socket
+	// unit owns the former. Its key names no path, as --socket may name none.
 	handedUnixActivated = "unix-activated"
+	handedUnixName      = "unix-door"
 	handedReachPrefix   = "reach-door:"
 )
 
@@ -195,7 +197,20 @@ func (s *sockets) unix(path string) (*net.UnixListener, error) {
 			return nil, fmt.Errorf("socket activation: %w", err)
 		}
 		ul.SetUnlinkOnClose(false) // the socket unit's file
-		return ul, s.upg.Fds.AddListener(handedUnixActivated, ul.Addr().String(), ul)
+		return ul, s.upg.Fds.AddListener(handedUnixActivated, handedUnixName, ul)
+	}
+	// systemd's socket, handed over by the process that had it from systemd.
+	if ln, err := s.upg.Fds.Listener(handedUnixActivated, handedUnixName); err != nil || ln != nil {
+		if err != nil {
+			return nil, fmt.Errorf("handoff: %w", err)
+		}
+		ul, err := supervisor.CheckUnixListener(ln, path)
+		if err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("handoff: %w", err)
+		}
+		ul.SetUnlinkOnClose(false)
+		return ul, s.upg.Fds.AddListener(handedUnixActivated, handedUnixName, ul)
 	}
 	if path == "" {
 		return nil, nil
@@ -204,27 +219,13 @@ func (s *sockets) unix(path string) (*net.UnixListener, error) {
 	if err != nil {
 		return nil, err
 	}
-	if ln, err := s.upg.Fds.Listener(handedUnixActivated, abs); err != nil || ln != nil {
-		if err != nil {
-			return nil, fmt.Errorf("handoff: %w", err)
-		}
-		ul, err := supervisor.CheckUnixListener(ln, abs)
-		if err != nil {
-			ln.Close()
-			return nil, fmt.Errorf("handoff: %w", err)
-		}
-		ul.SetUnlinkOnClose(false)
-		return ul, s.upg.Fds.AddListener(handedUnixActivated, abs, ul)
-	}
-	inherited := false
 	ln, err := s.upg.Fds.ListenWithCallback("unix", abs, func(string, string) (net.Listener, error) {
 		return supervisor.ListenUnix(abs)
 	})
 	if err != nil {
 		return nil, err
 	}
-	inherited = s.handingOver()
-	if !inherited {
+	if !s.handingOver() {
 		return ln.(*net.UnixListener), nil // ListenUnix's own checks passed
 	}
 	ul, err := supervisor.CheckUnixListener(ln, abs)
