@@ -241,6 +241,17 @@ func (d *Door) Close() error {
 	return nil
 }
 
+// Shut closes the door as Close does, and first makes its socket stop listening even where
+// another descriptor of it is held — the copy a process keeps to hand the door on (SPEC O3) — so
+// that a door the profile moves or turns off refuses connections at its old address instead of
+// queueing them for nobody. It is for a door this process alone serves: never one handed over
+// (Drain) nor one whose process ends (its descriptors go with it; another process may be serving
+// on the same socket).
+func (d *Door) Shut() error {
+	stopListening(d.socket)
+	return d.Close()
+}
+
 // Socket is the door's listening socket, unwrapped: what a process that takes the door over is
 // handed (SPEC O3). The door keeps serving on it until Close or Drain.
 func (d *Door) Socket() net.Listener { return d.socket }

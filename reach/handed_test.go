@@ -2,9 +2,13 @@ package reach
 
 import (
 	"context"
+	"errors"
 	"net"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/phase-console/fleet/internal/rawhttp"
 )
@@ -53,5 +57,32 @@ func TestHandedListenerRefused_R2(t *testing.T) {
 	}
 	if _, aerr := wrong.Accept(); aerr == nil {
 		t.Error("the wrong socket was left open")
+	}
+}
+
+// TestClosedDoorStopsListening_O3_R1: a door that is shut (the profile moved it or turned it off)
+// stops its socket listening even while another descriptor of it is held — the copy a process
+// keeps to hand the door on — so its old address refuses connections instead of queueing them.
+func TestClosedDoorStopsListening_O3_R1(t *testing.T) {
+	var kept *os.File
+	d := startTestDoor(t, func(c *Config) {
+		c.Listen = func(network, addr string) (net.Listener, error) {
+			ln, err := net.Listen(network, addr)
+			if err == nil {
+				kept, err = ln.(*net.TCPListener).File() // another descriptor of the socket
+			}
+			return ln, err
+		}
+	})
+	defer kept.Close()
+	addr := d.door.Addr().String()
+	d.door.Shut()
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err == nil {
+		c.Close()
+		t.Fatalf("the closed door's address %s still accepts connections", addr)
+	}
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Errorf("dial: %v, want connection refused", err)
 	}
 }
