@@ -90,11 +90,14 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		unixSocket: *unixSocket, logFormat: *logFormat, sockets: socks}, stdout, stderr)
 }
 
-// serve runs the supervisor until ctx is done. In order: it raises its soft limit on open files
-// to the hard one, locks the state folder (one supervisor per folder), removes what interrupted
-// writes left in the door's folder, binds its listeners (so a port in use stops it before it
-// creates a token), prepares the supervisor, writes supervisor.addr and says where it listens. On
-// a clean exit it removes supervisor.addr, if that still names its address.
+// serve runs the supervisor until ctx is done, or until it has handed over to a new process
+// (SIGUSR2, handoff.go) and drained. In order: it raises its soft limit on open files to the hard
+// one, locks the state folder (one supervisor per folder; a process taking over holds the lock it
+// was handed), removes what interrupted writes left in the door's folder, binds its listeners or
+// takes those it was handed (so a port in use stops it before it creates a token), prepares the
+// supervisor, writes supervisor.addr, says where it listens and, once its doors accept, that it
+// is ready (serve.pid; the process it took over from then drains). On a clean exit that is not a
+// handoff it removes supervisor.addr and serve.pid, if they still name it.
 func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) int {
 	fail := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "fleet serve: "+format+"\n", a...)
