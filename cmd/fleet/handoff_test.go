@@ -468,3 +468,97 @@ func expectConsole(c *http.Client, get func(string) (*http.Request, error)) erro
 	}
 	return nil
 }
+
+// replaceFile puts content at path the way an upgrade does: a new file renamed over the old one
+// (a running binary cannot be written in place).
+func replaceFile(t *testing.T, path string, content []byte) {
+	t.Helper()
+	tmp := path + ".new"
+	if err := os.WriteFile(tmp, content, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestHandoffFailedBinary_O3: a binary on disk that fails to start leaves the old process
+// serving, and the log says why (fleet.handoff-failed, after the new binary's own line); serve.pid
+// still names the old process, the folder is still locked to an independent fleet serve, and once
+// a working binary is back on disk the next SIGUSR2 hands over.
+func TestHandoffFailedBinary_O3(t *testing.T) {
+	self, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "fleet")
+	replaceFile(t, bin, self)
+	home := filepath.Join(t.TempDir(), "state")
+	fleetDir := state.FleetDir(home)
+	token, err := state.LoadOrCreateToken(fleetDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := int(rawhttp.FreeLoopbackAddr(t).Port())
+	logPath := filepath.Join(t.TempDir(), "serve.log")
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logFile.Close()
+	cmd := exec.Command(bin, "serve", "--state-dir", home, "--port", strconv.Itoa(port), "--tailscaled-uid", "0",
+		"--tailscale-socket", filepath.Join(t.TempDir(), "none.sock"), "--log-format", "json")
+	cmd.Env = append(os.Environ(), "FLEET_RUN_MAIN=1")
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	first := cmd.Process.Pid
+	var next int
+	t.Cleanup(func() {
+		syscall.Kill(first, syscall.SIGKILL)
+		if next != 0 {
+			syscall.Kill(next, syscall.SIGKILL)
+		}
+		cmd.Wait()
+		if t.Failed() {
+			b, _ := os.ReadFile(logPath)
+			t.Logf("fleet serve said:\n%s", b)
+		}
+	})
+	waitFor(t, "serve.pid", func() bool { return servePID(fleetDir) == first })
+	answers := func() bool {
+		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		return err == nil && askFleet(t, c, token) == http.StatusOK
+	}
+	waitFor(t, "the loopback door", answers)
+
+	replaceFile(t, bin, []byte("#!/bin/sh\necho 'fleet: this build is broken' >&2\nexit 3\n"))
+	syscall.Kill(first, syscall.SIGUSR2)
+	waitFor(t, "fleet.handoff-failed", func() bool {
+		b, _ := os.ReadFile(logPath)
+		return strings.Contains(string(b), `"msg":"fleet.handoff-failed"`)
+	})
+	b, _ := os.ReadFile(logPath)
+	if !strings.Contains(string(b), "this build is broken") || !strings.Contains(string(b), "exit status 3") {
+		t.Errorf("the log does not say why the handoff failed:\n%s", b)
+	}
+	if gone(first) || servePID(fleetDir) != first || !answers() {
+		t.Fatalf("the old process does not serve on after a failed handoff (pid file %d)", servePID(fleetDir))
+	}
+	second := exec.Command(bin+".real", "serve", "--state-dir", home, "--port", strconv.Itoa(int(rawhttp.FreeLoopbackAddr(t).Port())))
+	replaceFile(t, bin+".real", self)
+	second.Env = append(os.Environ(), "FLEET_RUN_MAIN=1")
+	if out, err := second.CombinedOutput(); err == nil || !strings.Contains(string(out), "already running") {
+		t.Errorf("an independent fleet serve after the failed handoff: %v %s", err, out)
+	}
+
+	replaceFile(t, bin, self)
+	syscall.Kill(first, syscall.SIGUSR2)
+	waitFor(t, "the handoff to the working binary", func() bool { p := servePID(fleetDir); return p != 0 && p != first })
+	next = servePID(fleetDir)
+	cmd.Wait()
+	if !answers() {
+		t.Error("the new process does not answer")
+	}
+}
