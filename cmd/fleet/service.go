@@ -302,14 +302,46 @@ func writeUnitFile(path string, content []byte) error {
 }
 
 // unitStates asks systemd for one property of each unit ("is-active" or "is-enabled"): one word a
-// unit, in order.
-func (s *serviceRun) unitStates(verb string, units ...string) []string {
-	out, _ := s.ask("systemctl", append([]string{"--user", verb}, units...)...)
-	words := strings.Fields(out)
-	for len(words) < len(units) {
-		words = append(words, "unknown")
+// unit, in order (systemctl prints them, and exits non-zero when one is not active or enabled).
+// An answer that is not one word a unit — systemctl missing, no user manager to ask — is an error
+// that says so; under --dry-run the units are then taken as not installed.
+func (s *serviceRun) unitStates(verb string, units ...string) ([]string, error) {
+	out, err := s.ask("systemctl", append([]string{"--user", verb}, units...)...)
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	ok := len(lines) == len(units)
+	for _, l := range lines {
+		if l == "" || strings.ContainsAny(l, " \t") {
+			ok = false
+		}
 	}
-	return words[:len(units)]
+	if ok {
+		return lines, nil
+	}
+	first, _, _ := strings.Cut(strings.TrimSpace(out), "\n")
+	if first == "" && err != nil {
+		first = err.Error()
+	}
+	why := fmt.Errorf("cannot ask systemd (systemctl --user %s): %s; is your user manager running? (log in, or 'loginctl enable-linger $USER')", verb, first)
+	if s.dry {
+		fmt.Fprintf(s.out, "note: %v; taken as not installed\n", why)
+		states := make([]string, len(units))
+		for i := range states {
+			states[i] = "unknown"
+		}
+		return states, nil
+	}
+	return nil, why
+}
+
+// bothStates is unitStates for is-active and is-enabled.
+func (s *serviceRun) bothStates(units ...string) (active, enabled []string, err error) {
+	if active, err = s.unitStates("is-active", units...); err != nil {
+		return nil, nil, err
+	}
+	if enabled, err = s.unitStates("is-enabled", units...); err != nil {
+		return nil, nil, err
+	}
+	return active, enabled, nil
 }
 
 func all(words []string, want string) bool {
@@ -326,20 +358,23 @@ func (s *serviceRun) install() error {
 		return s.installLaunchd()
 	}
 	units := []string{systemdTCPSocket, systemdUnixSocket, systemdService}
+	// systemd is asked first: with no user manager to tell, nothing is written.
+	active, enabled, err := s.bothStates(units...)
+	if err != nil {
+		return err
+	}
 	wrote, err := s.writeFiles()
 	if err != nil {
 		return err
 	}
-	active := s.unitStates("is-active", units...)
-	enabled := s.unitStates("is-enabled", units...)
 	if wrote == 0 && all(active, "active") && all(enabled, "enabled") {
 		fmt.Fprintf(s.out, "fleet service: already installed, enabled and running (%s); nothing changed\n", s.plan.exe)
 		return nil
 	}
-	if wrote > 0 {
-		if err := s.do("systemctl", "--user", "daemon-reload"); err != nil {
-			return err
-		}
+	// Reloaded whenever anything is to be done: files written by a run that stopped half-way
+	// are as new to systemd as files written now.
+	if err := s.do("systemctl", "--user", "daemon-reload"); err != nil {
+		return err
 	}
 	if active[2] == "active" && (wrote > 0 || active[0] != "active" || active[1] != "active") {
 		// A running fleet serve holds the loopback door itself (no socket units yet), or runs
@@ -417,8 +452,10 @@ func (s *serviceRun) uninstall() error {
 		}
 	} else {
 		units := []string{systemdService, systemdTCPSocket, systemdUnixSocket}
-		active := s.unitStates("is-active", units...)
-		enabled := s.unitStates("is-enabled", units...)
+		active, enabled, err := s.bothStates(units...)
+		if err != nil {
+			return err
+		}
 		known := false
 		for i := range units {
 			if active[i] == "active" || active[i] == "activating" || enabled[i] == "enabled" {
@@ -479,8 +516,11 @@ func (s *serviceRun) status(stderr io.Writer) int {
 		}
 	} else {
 		units := []string{systemdService, systemdTCPSocket, systemdUnixSocket}
-		active := s.unitStates("is-active", units...)
-		enabled := s.unitStates("is-enabled", units...)
+		active, enabled, err := s.bothStates(units...)
+		if err != nil {
+			fmt.Fprintf(stderr, "fleet service status: %v\n", err)
+			return 1
+		}
 		running = active[0] == "active"
 		word := "not running"
 		if running {

@@ -366,3 +366,21 @@ func TestServiceInstalledUnitsVerify_O2(t *testing.T) {
 		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
 	}
 }
+
+// TestServiceNoUserManager_O2: with no user manager to ask (systemctl cannot reach the bus),
+// install writes nothing and says why, and status says it cannot tell (exit 1), not "stopped".
+func TestServiceNoUserManager_O2(t *testing.T) {
+	home, r := serviceEnv(t, "linux", "/usr/bin/fleet")
+	r.active, r.enabled = "Failed to connect to bus: No medium found\n", "Failed to connect to bus: No medium found\n"
+	before := tree(t, home)
+	st, _, errs := runFleet("service", "install")
+	if st != 1 || !strings.Contains(errs, "cannot ask systemd") || !strings.Contains(errs, "No medium found") {
+		t.Errorf("install without a user manager: %d %q", st, errs)
+	}
+	if after := tree(t, home); !mapsEqual(before, after) || len(r.changes()) != 0 {
+		t.Errorf("install without a user manager changed something: ran %q", r.changes())
+	}
+	if st, _, errs := runFleet("service", "status"); st != 1 || !strings.Contains(errs, "cannot ask systemd") {
+		t.Errorf("status without a user manager: %d %q", st, errs)
+	}
+}
