@@ -65,6 +65,7 @@ type Hop struct {
 	dial   DialFunc               // nil: DialConsole (Dial)
 	up     *httputil.ReverseProxy // WebSocket upgrades (upgrade.go)
 	live   liveConns              // their live connections
+	events eventStreams           // live server-sent event streams, for GoingAway (goingaway.go)
 	log    *slog.Logger
 	onDown func(consoleID string)
 }
@@ -251,6 +252,9 @@ func (h *Hop) modifyResponse(res *http.Response) error {
 	}
 	// R9: no console sets fleet's own cookies nor speaks for the whole origin.
 	ScrubConsoleAnswer(res.Header)
+	if isEventStream(res.Header) {
+		res.Body = h.events.track(res.Body) // ended cleanly by GoingAway (SPEC O3)
+	}
 	if res.Request == nil || res.Request.ContentLength == 0 {
 		return nil // no body (hasBody): nothing more to it
 	}

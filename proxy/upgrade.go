@@ -268,6 +268,7 @@ func (u *upgradeTransport) RoundTrip(out *http.Request) (*http.Response, error) 
 		b, _ := br.Peek(n)
 		_, err = brw.Write(b)
 		t.toCaller.Add(int64(n))
+		t.frames.advance(b, false)
 	}
 	if err == nil {
 		err = brw.Flush()
@@ -290,7 +291,10 @@ func (u *upgradeTransport) RoundTrip(out *http.Request) (*http.Response, error) 
 		return nil, errUpgraded
 	}
 	go t.pipe(console, caller, nil)
-	go t.pipe(caller, console, &t.toCaller)
+	go t.pipe(frameWriter{Conn: caller, t: t}, console, &t.toCaller)
+	if t.live.goingAway() {
+		t.goAway() // the door went away during the handshake (goingaway.go)
+	}
 	return nil, errUpgraded
 }
 
@@ -341,6 +345,13 @@ type liveConns struct {
 	mu     sync.Mutex
 	conns  map[*tunnel]struct{}
 	closed bool // after Hop.Close: a tunnel that starts is closed at once
+	going  bool // after Hop.GoingAway: a tunnel that starts is closed with 1001 (goingaway.go)
+}
+
+func (l *liveConns) goingAway() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.going
 }
 
 // A tunnel is one upgraded connection: the caller's end and the console's, and two pipes between.
@@ -355,6 +366,12 @@ type tunnel struct {
 	rec      *recording
 	toCaller atomic.Int64
 	exited   atomic.Int32
+	// Writes to the caller, and where they are in the console's frames: a close frame of
+	// GoingAway's goes between two frames (goingaway.go).
+	wmu       sync.Mutex
+	frames    wsFrames
+	going     bool // GoingAway was called: the close frame goes at the next boundary
+	closeSent bool
 }
 
 // add registers a tunnel between caller and console; on a closed hop it closes both ends instead

@@ -63,6 +63,11 @@ type Config struct {
 	// Audit, if not nil, is told of every request the door forwards and every refusal it writes
 	// (SPEC G3, G4), as audit.DoorReach.
 	Audit audit.Recorder
+	// Listen, if not nil, gives the door its listening socket for the profile's address (network
+	// tcp4 or tcp6, addr that address): a socket handed over by the process that served the door
+	// before (SPEC O3), or a new one. What it returns must listen on exactly that address (R2):
+	// anything else is closed and refused. Nil: net.Listen.
+	Listen func(network, addr string) (net.Listener, error)
 
 	// wrapListener, for this package's tests only, wraps the door's listener: the attack table
 	// gives accepted connections the peer addresses of sources a loopback socket cannot have
@@ -125,6 +130,7 @@ type Door struct {
 	streams streams
 
 	ln     net.Listener
+	socket net.Listener // the listening socket itself, as Listen gave it: HandOff's to pass on
 	srv    *http.Server
 	served chan struct{} // closed when Serve returned
 
@@ -174,11 +180,21 @@ func Open(ctx context.Context, cfg Config) (*Door, error) {
 	if d.listen.Addr().Is6() {
 		network = "tcp6"
 	}
-	ln, err := net.Listen(network, d.listen.String()) // exactly the profile's address (R2)
+	listen := cfg.Listen
+	if listen == nil {
+		listen = net.Listen
+	}
+	ln, err := listen(network, d.listen.String()) // exactly the profile's address (R2)
 	if err != nil {
 		auth.Close()
 		return nil, fmt.Errorf("reach: listen on %s: %w", d.listen, err)
 	}
+	if got, ok := ln.Addr().(*net.TCPAddr); !ok || got.AddrPort() != d.listen && netip.AddrPortFrom(got.AddrPort().Addr().Unmap(), got.AddrPort().Port()) != d.listen {
+		ln.Close()
+		auth.Close()
+		return nil, fmt.Errorf("reach: the socket given for %s listens on %s (SPEC R2: exactly the profile's address)", d.listen, ln.Addr())
+	}
+	d.socket = ln
 	if cfg.wrapListener != nil {
 		ln = cfg.wrapListener(ln)
 	}
@@ -224,6 +240,31 @@ func (d *Door) Close() error {
 		d.auth.Close()
 	})
 	return nil
+}
+
+// Shut closes the door as Close does, and first makes its socket stop listening even where
+// another descriptor of it is held — the copy a process keeps to hand the door on (SPEC O3) — so
+// that a door the profile moves or turns off refuses connections at its old address instead of
+// queueing them for nobody. It is for a door this process alone serves: never one handed over
+// (Drain) nor one whose process ends (its descriptors go with it; another process may be serving
+// on the same socket).
+func (d *Door) Shut() error {
+	stopListening(d.socket)
+	return d.Close()
+}
+
+// Socket is the door's listening socket, unwrapped: what a process that takes the door over is
+// handed (SPEC O3). The door keeps serving on it until Close or Drain.
+func (d *Door) Socket() net.Listener { return d.socket }
+
+// Drain stops accepting, ends what the door holds open (the hop's event streams and WebSockets
+// end with GoingAway, which the supervisor calls for the hop both doors share), lets requests in
+// flight finish until ctx ends, then closes the door as Close does. The socket itself is left to
+// whoever else holds it: the process the door was handed to serves on.
+func (d *Door) Drain(ctx context.Context) error {
+	err := d.srv.Shutdown(ctx)
+	d.Close()
+	return err
 }
 
 // Failure counts a failure of r's source (R6): the pairing page reports a wrong code or

@@ -32,6 +32,11 @@
 //     POSTs, /fleet/owner/revoke and /fleet/owner/pair, are the only paths under /fleet/ that
 //     answer through Serve, each re-verified (a fresh WhoIs, a fresh owner), same-origin and
 //     carrying the page's token, else 403 not-owner; each is an access-log line.
+//   - O3: a socket it did not open itself (handed by systemd, or by the process it takes over
+//     from) is served only when it is what it would have opened (handed.go: 127.0.0.1, or a
+//     0600 unix socket in a private place); once another process serves on its sockets, Drain
+//     stops accepting, ends event streams and WebSockets (1001) cleanly and lets the rest
+//     finish, at most 30 s (handoff.go).
 //
 // It must never serve a door whose connections the tailnet.Verifier did not see accepted (every
 // listener's server takes its ConnContext, and each door is watched before its first accept), so

@@ -157,6 +157,7 @@ func (s *Server) openReachLocked(p reach.Profile) error {
 		Log:        s.log,
 		Now:        s.cfg.Now,
 		Audit:      s.auditRecorder(),
+		Listen:     s.cfg.ReachListen,
 	})
 	if err != nil {
 		return err
@@ -181,18 +182,24 @@ func (s *Server) setWhy(why string, err error) {
 	s.log.Warn("fleet.reach-closed", attrs...)
 }
 
+// closeReachLocked closes the door because the profile moved it or turned it off: its socket
+// stops listening even where a copy of it is kept to hand on (reach.Door.Shut, SPEC O3).
 func (s *Server) closeReachLocked() {
 	if s.reach.door != nil {
-		s.reach.door.Close()
+		s.reach.door.Shut()
 		s.reach.door = nil
 	}
 }
 
-// closeReach closes the door for good (Server.Close).
+// closeReach closes the door for good (Server.Close). Its socket is only closed here, not shut:
+// a process that took this one over (or is taking it over) may be serving on it.
 func (s *Server) closeReach() {
 	s.reach.mu.Lock()
 	defer s.reach.mu.Unlock()
-	s.closeReachLocked()
+	if s.reach.door != nil {
+		s.reach.door.Close()
+		s.reach.door = nil
+	}
 	if s.reach.register != nil {
 		s.reach.register.WaitWrites() // nothing written to the folder once the server is closed
 	}

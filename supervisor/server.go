@@ -69,6 +69,10 @@ type Config struct {
 	// its Failure for a wrong code or password, SPEC R6) and the device register. Nil: package
 	// pairing's pages.
 	ReachPairing func(door *reach.Door, register *pairing.Register) http.Handler
+
+	// ReachListen, if not nil, gives the direct-reach door its listening socket (reach.Config.Listen):
+	// the one a process that served the door before handed over (SPEC O3), or a new one.
+	ReachListen func(network, addr string) (net.Listener, error)
 }
 
 // A Server is the loopback door. It is an http.Handler; Serve runs it on a listener with the
@@ -85,12 +89,14 @@ type Server struct {
 	stop      chan struct{}
 	httpSrv   *http.Server
 	conns     *fastloop.ConnServer // serves httpSrv's connections: the fast loop, then net/http
-	reach     reachState           // the direct-reach door (reach.go)
-	access    accessState          // the profile's access: section (access.go)
-	recent    *RecentActivity      // the index's recent activity (recent.go)
-	audit     audit.Recorders      // what both doors tell of each request (audit.go)
-	accessLog *accesslog.Log       // <stateHome>/fleet/access.log (G3)
-	bgOnce    sync.Once            // starts the token watch, the probes and the reach door, once
+	unixMu    sync.Mutex
+	unixConns []*fastloop.ConnServer // the unix door's (ServeUnixListener), for Drain
+	reach     reachState             // the direct-reach door (reach.go)
+	access    accessState            // the profile's access: section (access.go)
+	recent    *RecentActivity        // the index's recent activity (recent.go)
+	audit     audit.Recorders        // what both doors tell of each request (audit.go)
+	accessLog *accesslog.Log         // <stateHome>/fleet/access.log (G3)
+	bgOnce    sync.Once              // starts the token watch, the probes and the reach door, once
 	closeOnce sync.Once
 
 	metrics metricsState // G4: the counts, metrics.token and /fleet/v1/metrics (metrics.go)

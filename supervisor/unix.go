@@ -130,6 +130,9 @@ func removeStaleSocket(path string) error {
 // tailnet); S5b does not apply to a unix socket. It returns http.ErrServerClosed after Close.
 func (s *Server) ServeUnixListener(ln *net.UnixListener) error {
 	srv := s.newConnServer(s.newHTTPServer(http.HandlerFunc(s.serveUnixHTTP)), s.tailnet.RestoreServeHost)
+	s.unixMu.Lock()
+	s.unixConns = append(s.unixConns, srv)
+	s.unixMu.Unlock()
 	select {
 	case <-s.stop:
 		ln.Close()

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -47,6 +48,9 @@ type serveOptions struct {
 	// server, when set, is given the supervisor just before ready is called (fleet demo asks it
 	// for its direct-reach door).
 	server func(*supervisor.Server)
+	// sockets, when set, is where the listening sockets come from and how they are handed on
+	// (handoff.go: socket activation and SIGUSR2). Nil: serve opens its own and cannot hand over.
+	sockets *sockets
 }
 
 func runServe(args []string, stdout, stderr io.Writer) int {
@@ -75,17 +79,26 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "fleet serve: %v\n", err)
 		return 1
 	}
+	socks, err := newSockets(filepath.Join(state.FleetDir(home), PIDFile))
+	if err != nil {
+		fmt.Fprintf(stderr, "fleet serve: %v\n", err)
+		return 1
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return serve(ctx, serveOptions{home: home, port: *port, tailscaleSocket: *socket, tailscaledUID: *uid,
-		unixSocket: *unixSocket, logFormat: *logFormat}, stdout, stderr)
+		unixSocket: *unixSocket, logFormat: *logFormat, sockets: socks}, stdout, stderr)
 }
 
-// serve runs the supervisor until ctx is done. In order: it raises its soft limit on open files
-// to the hard one, refuses state files of a newer format (changing nothing), locks the state folder (one supervisor per folder), removes what interrupted
-// writes left in the door's folder, binds its listeners (so a port in use stops it before it
-// creates a token), prepares the supervisor, writes supervisor.addr and says where it listens. On
-// a clean exit it removes supervisor.addr, if that still names its address.
+// serve runs the supervisor until ctx is done, or until it has handed over to a new process
+// (SIGUSR2, handoff.go) and drained. In order: it raises its soft limit on open files to the hard
+// one, refuses state files of a newer format (changing nothing), locks the state folder (one
+// supervisor per folder; a process taking over holds the lock it was handed), removes what
+// interrupted writes left in the door's folder, binds its listeners or
+// takes those it was handed (so a port in use stops it before it creates a token), prepares the
+// supervisor, writes supervisor.addr, says where it listens and, once its doors accept, that it
+// is ready (serve.pid; the process it took over from then drains). On a clean exit that is not a
+// handoff it removes supervisor.addr and serve.pid, if they still name it.
 func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) int {
 	fail := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "fleet serve: "+format+"\n", a...)
@@ -106,7 +119,7 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) int {
 	if err := checkStateFormats(o.home); err != nil {
 		return fail("%v", err)
 	}
-	lock, err := state.AcquireLock(fleetDir)
+	lock, err := o.sockets.lock(fleetDir) // handed over, or taken (handoff.go)
 	var locked *state.LockedError
 	if errors.As(err, &locked) {
 		return fail("another fleet serve is already running for %s (%s); stop it first, or give this one another --state-dir", o.home, locked.Holder)
@@ -128,16 +141,21 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) int {
 		defer pairing.UseKeyFunc(nil)
 	}
 
-	var unixLn *net.UnixListener
-	if o.unixSocket != "" {
-		if unixLn, err = supervisor.ListenUnix(o.unixSocket); err != nil {
-			return fail("--socket: %v", err)
-		}
-		defer unixLn.Close()
-	}
-	ln, err := supervisor.Listen(o.port)
+	defer o.sockets.stop() // after the listeners' Close: a unix socket fleet made is removed
+	unixLn, err := o.sockets.unix(o.unixSocket)
 	if err != nil {
-		return fail("%s", portInUse(o.port, err))
+		return fail("--socket: %v", err)
+	}
+	if unixLn != nil {
+		defer unixLn.Close()
+		o.unixSocket = unixLn.Addr().String() // systemd's, when it handed one without --socket
+	}
+	ln, err := o.sockets.tcp(o.port)
+	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return fail("%s", portInUse(o.port, err))
+		}
+		return fail("%v", err)
 	}
 	defer ln.Close()
 	addr := ln.Addr().String()
@@ -158,12 +176,16 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) int {
 	if leftoversErr != nil {
 		log.Warn("fleet.write-leftover-removed", "error", leftoversErr.Error())
 	}
-	srv, err := supervisor.New(supervisor.Config{
+	cfg := supervisor.Config{
 		StateHome:       o.home,
 		TailscaleSocket: o.tailscaleSocket,
 		TailscaledUID:   o.tailscaledUID,
 		Logger:          log,
-	})
+	}
+	if o.sockets != nil && o.sockets.upg != nil {
+		cfg.ReachListen = o.sockets.reachListen
+	}
+	srv, err := supervisor.New(cfg)
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -172,7 +194,13 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) int {
 	if err := srv.PublishAddr(addr); err != nil {
 		return fail("%v", err)
 	}
-	defer removeAddrFile(addrFile, addr)
+	handedOver := false
+	defer func() {
+		if !handedOver { // the new process serves the same address
+			removeAddrFile(addrFile, addr)
+			removePIDFile(filepath.Join(fleetDir, PIDFile))
+		}
+	}()
 	if err := lock.SetHolder(state.Holder{PID: os.Getpid(), Addr: addr}); err != nil {
 		return fail("%v", err)
 	}
@@ -210,7 +238,41 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) int {
 	if sock == "" {
 		sock = paths.DefaultTailscaledSocket()
 	}
+	if o.sockets.handingOver() {
+		// The direct-reach door serves on the socket it was handed before this process says it
+		// is ready (the old one stops accepting then).
+		srv.OpenReachNow()
+	}
 	startupLine(stderr, log, o, addr, askTailscaled(ctx, sock))
+	if o.sockets != nil {
+		watched := []net.Addr{ln.Addr()}
+		if unixLn != nil {
+			watched = append(watched, unixLn.Addr())
+		}
+		srv.WatchDoors(watched...)
+	}
+	if err := o.sockets.ready(log); err != nil {
+		return fail("%v", err)
+	}
+	// SIGUSR2 hands every listening socket to the binary on disk (handoff.go, SPEC O3).
+	usr2 := make(chan os.Signal, 1)
+	if o.sockets != nil && o.sockets.upg != nil {
+		signal.Notify(usr2, syscall.SIGUSR2)
+		defer signal.Stop(usr2)
+	}
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-usr2:
+				log.Info("fleet.handoff-start", "why", "SIGUSR2: starting the binary on disk with the same flags")
+				if err := o.sockets.handOff(srv.ReachSocket()); err != nil {
+					log.Error("fleet.handoff-failed", "error", err.Error(), "why", "this process serves on")
+				}
+			}
+		}
+	}()
 	if o.server != nil {
 		o.server(srv)
 	}
@@ -221,6 +283,12 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) int {
 	status := 0
 	select {
 	case <-ctx.Done():
+	case <-o.sockets.exit():
+		handedOver = true
+		log.Info("fleet.handoff-ready", "why", "the new process serves; this one stops accepting and finishes what is in flight", "drain_max", supervisor.DrainTimeout.String())
+		if err := srv.Drain(context.Background()); err != nil {
+			log.Warn("fleet.drain", "error", err.Error())
+		}
 	case err := <-served:
 		if err != nil && !errors.Is(err, http.ErrServerClosed) {
 			fmt.Fprintf(stderr, "fleet serve: %v\n", err)
@@ -247,6 +315,15 @@ func redirectStdLog(to *stdlog.Logger) (restore func()) {
 		stdlog.SetOutput(out)
 		stdlog.SetFlags(flags)
 		stdlog.SetPrefix(prefix)
+	}
+}
+
+// removePIDFile removes serve.pid when it names this process: a supervisor that stopped leaves no
+// PID behind, and never removes its successor's.
+func removePIDFile(path string) {
+	b, err := os.ReadFile(path)
+	if err == nil && strings.TrimSpace(string(b)) == strconv.Itoa(os.Getpid()) {
+		os.Remove(path)
 	}
 }
 

@@ -140,3 +140,45 @@ func flockSoon(f *os.File, patience time.Duration) error {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// File is the lock's open file. Its flock belongs to the open file, not to the process: a process
+// that inherits a descriptor of it (a handoff, SPEC O3) holds the same lock, and the lock stays
+// held until every process that holds a descriptor of it has closed it.
+func (l *Lock) File() *os.File { return l.f }
+
+// AdoptLock takes over the lock of fleetDir from f, a descriptor of it handed over by the process
+// that held it (SPEC O3): f must be that folder's lock file itself (the same file as
+// <fleetDir>/serve.lock, a regular private file, not a symlink), and the lock must be f's to
+// take — held by f's open file already, or by nobody. Anything else is an error, and f is
+// closed: a process that cannot prove it holds the lock does not serve the folder.
+func AdoptLock(fleetDir string, f *os.File) (*Lock, error) {
+	path := filepath.Join(fleetDir, LockFile)
+	fail := func(err error) (*Lock, error) {
+		f.Close()
+		return nil, fmt.Errorf("lock %s handed over: %w", path, err)
+	}
+	if err := CheckFile(path); err != nil {
+		return fail(err)
+	}
+	onDisk, err := os.Lstat(path)
+	if err != nil {
+		return fail(err)
+	}
+	given, err := f.Stat()
+	if err != nil {
+		return fail(err)
+	}
+	if !onDisk.Mode().IsRegular() || !os.SameFile(onDisk, given) {
+		return fail(errors.New("the descriptor handed over is not this folder's lock file"))
+	}
+	// flock on an open file that holds the lock already succeeds (it is the same lock); on one
+	// that does not, it fails while anyone else holds it.
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		return fail(err)
+	}
+	l := &Lock{f: f}
+	if err := l.SetHolder(Holder{PID: os.Getpid()}); err != nil {
+		return fail(err)
+	}
+	return l, nil
+}

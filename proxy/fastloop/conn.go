@@ -58,6 +58,7 @@ type ConnServer struct {
 	accepting sync.WaitGroup // Serve's accept loops
 	served    sync.WaitGroup // Server.Serve on the handoff listener
 	pool      consolePool    // the exchanges' kept connections to consoles (pool.go)
+	streams   liveStreams    // the answers of unknown length being passed on (streams.go)
 }
 
 // Serve accepts connections on ln until Shutdown or Close, when it returns

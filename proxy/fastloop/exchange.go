@@ -196,13 +196,26 @@ func (cs *ConnServer) exchange(ex *exchange, caller net.Conn, r *http.Request, l
 	} else {
 		chunked = writeAnswerHead(cw, res, r, true)
 	}
-	if chunked && r.Method != http.MethodHead {
+	stream := chunked && r.Method != http.MethodHead
+	if stream {
 		// A stream (server-sent events) may be silent for long: end it when the caller goes,
-		// from the start.
+		// from the start; and when the door goes away (EndStreams).
 		uc.watch()
+		cs.streams.add(uc)
 	}
 	consoleErr, callerErr := copyAnswerBody(&cw, caller, res, uc.br, chunked, &ex.entry.Bytes)
+	if stream {
+		cs.streams.remove(uc)
+	}
 	callerGone := uc.endWatch() // if so, the watch closed the console's connection
+	if stream && consoleErr != nil && callerErr == nil && !callerGone && uc.ending.Load() {
+		// Ended by EndStreams between two of the console's reads: the caller's answer ends as
+		// a finished one (the last chunk), and its connection closes after it.
+		cw.WriteString("0\r\n\r\n")
+		cw.Flush()
+		uc.close()
+		return false
+	}
 	if consoleErr != nil || callerErr != nil || callerGone {
 		// The answer is cut short: the caller sees its connection close, as ReverseProxy's.
 		if callerErr == nil && !callerGone {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -45,6 +46,7 @@ type upConn struct {
 	caller  net.Conn    // the caller of the exchange in progress, watched once it is slow
 	unwatch func() bool // the running watch's stop (closeWhenGone), if any
 	idleAt  time.Time
+	ending  atomic.Bool // EndStreams ends the stream this connection carries (streams.go)
 }
 
 // answerGrace is how long the fast exchange reads from its console before it also watches its
@@ -69,7 +71,7 @@ func (uc *upConn) Read(p []byte) (int, error) {
 		p = p[:min(int64(len(p)), left)]
 	}
 	n, err := uc.c.Read(p)
-	if n == 0 && uc.graced && errors.Is(err, os.ErrDeadlineExceeded) {
+	if n == 0 && uc.graced && errors.Is(err, os.ErrDeadlineExceeded) && !uc.ending.Load() {
 		// The exchange is slow: the rest may take as long as it takes, while the caller waits.
 		uc.clearGrace()
 		uc.watch()
