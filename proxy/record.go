@@ -115,10 +115,28 @@ func (a *recording) judged(v *verdict) {
 	}
 }
 
-// done records the entry, unless the request was neither forwarded nor refused (a page, a
-// redirect) or an upgraded stream's tunnel records it.
+// NotePairing marks the request w answers as a pairing attempt (SPEC O7): result (one of
+// audit.PairingResults), the refusal's reason word when the answer itself did not name one
+// (empty when paired), the new device's login when paired, the path, and the TCP peer. It is
+// recorded once its answer is complete, as every answer is, and never names the code, the
+// password or the name typed: it is given none of them. Without a recording in w it does
+// nothing.
+func NotePairing(w http.ResponseWriter, result, reason, login, path string, peer netip.Addr) {
+	a := recordingOf(w)
+	if a == nil {
+		return
+	}
+	e := &a.entry
+	e.Pairing, e.Login, e.Path, e.Peer = result, login, path, peer.Unmap()
+	if e.Reason == "" {
+		e.Reason = reason
+	}
+}
+
+// done records the entry, unless the request was neither forwarded nor refused nor a pairing
+// attempt (a page, a redirect) or an upgraded stream's tunnel records it.
 func (a *recording) done() {
-	if a.upgraded || !a.forwarded && a.entry.Reason == "" {
+	if a.upgraded || !a.forwarded && a.entry.Reason == "" && a.entry.Pairing == "" {
 		return
 	}
 	a.record(a.bytes)

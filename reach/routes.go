@@ -40,7 +40,7 @@ func (d *Door) newRouter() *httprouter.Router {
 		rt.Handler(m, PairPath, pair)
 		rt.Handler(m, PairPath+"/*asset", pair)
 	}
-	post := answerFromFirstByte(pair) // scrypt's time is the door's, not the caller's (answer.go)
+	post := d.recordAttempts(answerFromFirstByte(pair)) // scrypt's time is the door's, not the caller's (answer.go); each attempt recorded (O7)
 	rt.Handler(http.MethodPost, PairPath, post)
 	rt.Handler(http.MethodPost, PairPath+"/*asset", post)
 	return rt
