@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"context"
+	"net"
 	"net/http"
 	"net/netip"
 	"time"
@@ -113,6 +115,35 @@ func (a *recording) judged(v *verdict) {
 	if v.caller.Login != "" {
 		e.Login, e.Peer, e.Identified = v.caller.Login, v.caller.IP, true
 	}
+}
+
+// verifiedPeerKey holds, in a refused request's context, the address that the door verified for
+// its caller before it refused (LogPeer).
+type verifiedPeerKey struct{}
+
+// withVerifiedPeer is r carrying ip as its verified peer, when ip is one.
+func withVerifiedPeer(r *http.Request, ip netip.Addr) *http.Request {
+	if !ip.IsValid() {
+		return r
+	}
+	return r.WithContext(context.WithValue(r.Context(), verifiedPeerKey{}, ip))
+}
+
+// LogPeer is the peer a door's log line names for r (SPEC S11, O8): the connection's peer address
+// — on the TCP doors, the connection's other end — and on the unix-socket door, whose connection
+// has no address (net/http reports "@"), the tailnet address the door verified for its caller
+// when it did before it answered, else "unix:" and the socket's path. Never "@".
+func LogPeer(r *http.Request) string {
+	if _, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
+		return r.RemoteAddr
+	}
+	if ip, ok := r.Context().Value(verifiedPeerKey{}).(netip.Addr); ok {
+		return ip.String()
+	}
+	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && la.Network() == "unix" && la.String() != "" {
+		return "unix:" + la.String()
+	}
+	return "unix"
 }
 
 // NotePairing marks the request w answers as a pairing attempt (SPEC O7): result (one of

@@ -55,7 +55,7 @@ func WriteRefusal(w http.ResponseWriter, r *http.Request, log *slog.Logger, ref 
 			"status", ref.Status,
 			"method", r.Method,
 			"path", contract.LogPath(r),
-			"peer", r.RemoteAddr,
+			"peer", LogPeer(r),
 		}
 		if ref.Detail != "" {
 			attrs = append(attrs, "detail", ref.Detail)
