@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"tailscale.com/client/local"
 	"tailscale.com/ipn"
 )
 
@@ -102,6 +103,13 @@ func (r *run) handshakeTo(ctx context.Context, hp ipn.HostPort) handshake {
 		return handshake{Warn, fmt.Sprintf("cannot check the certificate %s presents: tailscaled could not connect to it (%s)", url, shortErr(err)), openIt}
 	}
 	defer conn.Close()
+	if _, real := r.cfg.LocalAPI.(*local.Client); real {
+		if _, direct := conn.(*net.TCPConn); direct {
+			// tailscaled answered "dial it yourself" (Dial-Self): it does not route that address,
+			// and what answers this process there need not be what a peer reaches.
+			return handshake{Warn, fmt.Sprintf("cannot check the certificate %s presents: tailscaled does not carry a connection to it from this machine (%s)", url, conn.RemoteAddr()), openIt}
+		}
+	}
 	if dl, ok := dctx.Deadline(); ok {
 		conn.SetDeadline(dl)
 	}
