@@ -148,6 +148,22 @@ func TestPairingAttempts_O7(t *testing.T) {
 		t.Errorf("the paired line names %q, the register %q", lines[len(rows)-1].Login, devs[0].Login())
 	}
 
+	// The machine cannot judge an attempt (no pairing password set any more): pairing-unavailable.
+	lateCode, err := pairing.IssueCode(d.reachDir, "", d.clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets = append(secrets, lateCode, strings.ReplaceAll(lateCode, "-", ""))
+	if err := os.Remove(filepath.Join(d.reachDir, pairing.PasswordFile)); err != nil {
+		t.Fatal(err)
+	}
+	if res := d.RawAs(post(form(lateCode, pairingPassword, "Typedname Hotel"))); res.Status != http.StatusServiceUnavailable {
+		t.Fatalf("no password set: %d %q, want 503", res.Status, res.Reason)
+	}
+	if l := doortest.AccessLog(t, logPath, len(rows)+1)[len(rows)]; l.Path != "/pair" || l.Status != 503 || l.Reason != "pairing-unavailable" || l.Login != "" {
+		t.Errorf("no password set: line %+v", l)
+	}
+
 	// Nothing typed is in the file: no code (as typed or normalised), no password, no typed name.
 	b, err := os.ReadFile(logPath)
 	if err != nil {
@@ -171,7 +187,7 @@ func TestPairingAttempts_O7(t *testing.T) {
 	if fam == nil || fam.GetType() != dto.MetricType_COUNTER {
 		t.Fatalf("fleet_pairing_attempts_total: %v", fam)
 	}
-	wantCounts := map[string]float64{"paired": 1, "pairing-code": 1, "pairing-password": 1, "pairing-form": 4, "limited": 1, "pairing-unavailable": 0}
+	wantCounts := map[string]float64{"paired": 1, "pairing-code": 1, "pairing-password": 1, "pairing-form": 4, "limited": 1, "pairing-unavailable": 1}
 	got := map[string]float64{}
 	for _, mt := range fam.GetMetric() {
 		if len(mt.GetLabel()) != 1 || mt.GetLabel()[0].GetName() != "result" {
