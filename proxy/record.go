@@ -205,7 +205,7 @@ func (j *Judged) FillEntry(e *audit.Entry) {
 		e.Door = j.door.Name
 	}
 	e.Console, e.Path = v.route.ID, v.route.Path
-	e.Login, e.Peer, e.Identified = "", netip.Addr{}, false
+	e.Login, e.Peer, e.Identified, e.Pairing = "", netip.Addr{}, false, "" // a loop's request is never a pairing attempt
 	if v.caller.Login != "" {
 		e.Login, e.Peer, e.Identified = v.caller.Login, v.caller.IP, true
 	}
