@@ -25,7 +25,10 @@ type Entry struct {
 	Bytes    int64         // answer body bytes sent to the caller
 	Duration time.Duration // from arrival to the answer's end (an upgraded stream: to its close)
 	Peer     netip.Addr    // the verified Tailscale address, or the device's TCP peer
-	Reason   string        // the refusal's reason word; empty when forwarded
+	Reason   string        // the refusal's reason word; empty when forwarded (or paired)
+	// Pairing is a pairing attempt's result (SPEC O7), one of PairingResults; empty for every
+	// request that is not a pairing POST on the direct-reach door.
+	Pairing string
 
 	// Identified says the caller was identified (S5 verified or R9 paired) before the door decided.
 	// Only forwarded requests and identified refusals belong in the access log (G3); metrics count
@@ -33,12 +36,27 @@ type Entry struct {
 	Identified bool
 }
 
-// Forwarded reports whether the door forwarded the request to a console.
-func (e *Entry) Forwarded() bool { return e.Reason == "" }
+// Pairing results (SPEC O7): what one pairing attempt on the direct-reach door came to. Every
+// one but PairingPaired and PairingLimited is also the reason word of the refusal.
+const (
+	PairingPaired      = "paired"              // a device was paired
+	PairingCode        = "pairing-code"        // no such code, or expired, used or burned
+	PairingPassword    = "pairing-password"    // a live code, a wrong password
+	PairingForm        = "pairing-form"        // a form refused: not one, too large, from another origin
+	PairingLimited     = "limited"             // its source was held back (429), before anything was judged
+	PairingUnavailable = "pairing-unavailable" // the machine could not judge it or keep the device
+)
 
-// Audited reports whether the entry belongs in the access log (G3): a forwarded request, or a
-// refusal made after the caller was identified.
-func (e *Entry) Audited() bool { return e.Forwarded() || e.Identified }
+// PairingResults are the values of Entry.Pairing, as fleet_pairing_attempts_total's result label
+// takes them.
+var PairingResults = []string{PairingPaired, PairingCode, PairingPassword, PairingForm, PairingLimited, PairingUnavailable}
+
+// Forwarded reports whether the door forwarded the request to a console.
+func (e *Entry) Forwarded() bool { return e.Reason == "" && e.Pairing == "" }
+
+// Audited reports whether the entry belongs in the access log (G3): a forwarded request, a
+// refusal made after the caller was identified, or a pairing attempt (O7), whatever it came to.
+func (e *Entry) Audited() bool { return e.Forwarded() || e.Identified || e.Pairing != "" }
 
 // A Recorder keeps entries. Record is called once per answered request, on the door's goroutine:
 // it must return at once, never block, and not keep e after it returns (copy what it needs).

@@ -56,11 +56,8 @@ func (r *run) checkAccess(ctx context.Context) {
 func (r *run) checkOwnerGrant(ctx context.Context, mode access.Mode) {
 	const name = "access: this machine's owner"
 	cannot := func(why string) {
-		status := OK
-		if mode == access.ModeGrants {
-			status = Warn
-		}
-		r.add(status, name, "cannot know whether you may open any console here: "+why,
+		// What the doctor cannot know is never OK (O6), whatever access.mode says.
+		r.add(Warn, name, "cannot know whether you may open any console here: "+why,
 			"open this machine's index (https://<its name>/) from one of your devices: it lists what you may open")
 	}
 	w, ok := r.cfg.LocalAPI.(whoIser)

@@ -2,16 +2,24 @@
 // `fleet doctor` prints its checks, one line each:
 //
 //	OK   tailscaled: reachable, version 1.102.5, sup.tailnet.ts.net
+//	OK   tailscaled version: 1.102.5
 //	WARN tailscaled mode: userspace networking (TUN:false): … — fix: …
 //	FAIL tailscale serve: nothing proxies to http://127.0.0.1:7420 — fix: tailscale serve --bg http://127.0.0.1:7420
 //
+// It tells the truth [O6]: a check it cannot make — a LocalAPI that cannot be asked, an answer
+// it cannot read — is WARN with what would settle it, never OK.
+//
 // What it checks (the contract's rule IDs, docs/contract.md, in brackets):
-//   - tailscaled answers on its LocalAPI, is Running, and its version (1.94+ for a unix socket);
+//   - tailscaled answers on its LocalAPI and is Running; its version, on a line of its own (1.94+
+//     for a unix socket);
 //   - the tailscaled mode: a kernel TUN is OK; userspace networking is WARN, because then a
 //     tailnet peer can reach 127.0.0.1 ports straight through netstack and the supervisor must
 //     ask WhoIs about every connection to tell [S5b];
 //   - the Serve config points at this supervisor — unix:<socket> or http://127.0.0.1:<port> — at
-//     the root, in the background [S2];
+//     the root, in the background [S2]; and each HTTPS address it publishes is OK only once a TLS
+//     handshake to it, through tailscaled's own dial (the LocalAPI's /localapi/v0/dial) as a peer
+//     connects, presents a certificate valid for the name under the system's roots — else FAIL,
+//     whose fix is HTTPS certificates for the tailnet and `tailscale cert <name>` [O6];
 //   - nothing lets a tailnet peer write the bytes that reach fleet [S5e]: no raw TCP forward
 //     (serve --tcp, --tls-terminated-tcp) reaches fleet's port or its socket, and Serve does not
 //     publish the TCP door while Tailscale SSH is on (an SSH login can forward to 127.0.0.1 too);
@@ -28,18 +36,20 @@
 //     fleet API with this folder's token (and so does the unix socket, when one is given);
 //   - who may open which console [G1]: the profile's access: section (a refused one is a FAIL:
 //     fleet treats it as grants), and a WARN when this machine's owner — as WhoIs of this
-//     node's own address names them — would open no console, or that it cannot know;
+//     node's own address names them — would open no console, or (WARN) that it cannot know;
 //   - the unix socket sits where no SSH forward of another account can reach it [S5e]: not below
 //     /tmp, not below a folder that others can write, not in another local account's home
 //     folder or runtime folder (/run/user/<uid>).
 
 // It only reads: it changes no file, no mode and no Serve config. It never prints the token, and
 // it sends the bearer only to a loopback literal address or the given unix socket, never through
-// an environment proxy.
+// an environment proxy. Its TLS handshakes send nothing but a ClientHello, and are closed once
+// the certificate is judged.
 package doctor
 
 import (
 	"context"
+	"crypto/x509"
 	"fmt"
 	"net/http"
 	"net/netip"
@@ -83,6 +93,10 @@ type Config struct {
 	Port int
 	// Socket is the unix socket of `fleet serve --socket`, if the set-up uses one.
 	Socket string
+
+	// RootCAs verifies the certificates that Serve presents on its HTTPS addresses (O6). Nil:
+	// the system's roots, as a browser on a peer trusts them.
+	RootCAs *x509.CertPool
 
 	// HTTPClient probes the supervisor. Nil: a client with a short timeout and no proxy.
 	HTTPClient *http.Client

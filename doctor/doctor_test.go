@@ -76,9 +76,10 @@ func healthyTailscaled(port int) *fakeTailscaled {
 			Version:      "1.102.5-tdeadbeef",
 			BackendState: "Running",
 			TUN:          true,
-			Self:         &ipnstate.PeerStatus{DNSName: supName + "."},
+			Self:         &ipnstate.PeerStatus{DNSName: supName + ".", TailscaleIPs: []netip.Addr{netip.MustParseAddr("100.101.102.1")}},
 		},
 		serve: serveConfig(443, false, "/", "http://127.0.0.1:"+strconv.Itoa(port)),
+		whois: healthyOwner, // a person owns the machine, with no grant: under access.mode tailnet they open every console
 	}
 }
 

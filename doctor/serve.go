@@ -3,6 +3,7 @@ package doctor
 // The Serve config: what publishes fleet, and how.
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/netip"
@@ -84,10 +85,10 @@ func shellWord(s string) string {
 
 // checkServe judges the Serve config: what publishes fleet (S2), what lets a peer's own bytes
 // reach it (S5e), and Funnel.
-func (r *run) checkServe(sc *ipn.ServeConfig, port int) {
+func (r *run) checkServe(ctx context.Context, sc *ipn.ServeConfig, port int) {
 	plan := r.readServe(sc, port)
 	r.checkRawForwards(plan.raw)
-	r.checkRoutes(plan.routes, port)
+	r.checkRoutes(ctx, plan.routes, port)
 	r.checkSSH(plan.routes, port)
 	r.checkOutboundProxy(plan.routes, port)
 	if len(plan.routes) > 0 {
@@ -176,8 +177,9 @@ func (r *run) checkRawForwards(raw []rawForward) {
 	}
 }
 
-// checkRoutes is the "tailscale serve" line: one background route at the root, to fleet itself.
-func (r *run) checkRoutes(routes []route, port int) {
+// checkRoutes is the "tailscale serve" line: one background route at the root, to fleet itself,
+// whose HTTPS addresses each present a valid certificate to a peer (O6, tlsserve.go).
+func (r *run) checkRoutes(ctx context.Context, routes []route, port int) {
 	var good, fg, odd, loose []route
 	for _, rt := range routes {
 		switch {
@@ -193,7 +195,8 @@ func (r *run) checkRoutes(routes []route, port int) {
 	}
 	switch {
 	case len(good) > 0:
-		r.add(OK, "tailscale serve", describe(good), "")
+		h := r.checkCertificates(ctx, good)
+		r.add(h.status, "tailscale serve", describe(good)+h.what, h.fix)
 	case len(loose) > 0:
 		r.add(Fail, "tailscale serve", describe(loose)+": "+loose[0].loose, r.serveFix(port))
 	case len(fg) > 0:

@@ -47,12 +47,7 @@ func (r *run) checkTailscale(ctx context.Context, port int) {
 			"run tailscaled with a kernel TUN (drop --tun=userspace-networking; in a container give it /dev/net/tun and CAP_NET_ADMIN)")
 	}
 
-	if r.cfg.Socket != "" {
-		if v, ok := parseVersion(st.Version); ok && (v[0] < unixServeMinVersion[0] || (v[0] == unixServeMinVersion[0] && v[1] < unixServeMinVersion[1])) {
-			r.add(Fail, "tailscaled version", fmt.Sprintf("%s cannot serve to a unix socket (needs %d.%d or later)", shortVersion(st.Version), unixServeMinVersion[0], unixServeMinVersion[1]),
-				"update tailscale, or publish the TCP door: tailscale serve --bg http://127.0.0.1:"+strconv.Itoa(port))
-		}
-	}
+	r.checkVersion(st.Version, port)
 
 	r.readPrefs(ctx)
 	r.readTailscaledArgs(ctx)
@@ -64,7 +59,24 @@ func (r *run) checkTailscale(ctx context.Context, port int) {
 		r.add(Fail, "tailscale serve", fmt.Sprintf("cannot read the Serve config: %v", err), "check 'tailscale serve status'")
 		return
 	}
-	r.checkServe(sc, port)
+	r.checkServe(ctx, sc, port)
+}
+
+// checkVersion is tailscaled's version on a line of its own (O6): OK, unless the unix-socket
+// door is asked of a tailscaled too old to serve to a socket (FAIL), or tailscaled did not say
+// (WARN: what the doctor cannot know is never OK).
+func (r *run) checkVersion(version string, port int) {
+	v, ok := parseVersion(version)
+	switch {
+	case !ok:
+		r.add(Warn, "tailscaled version", fmt.Sprintf("tailscaled did not say a version fleet can read (%q)", version),
+			"tailscale version")
+	case r.cfg.Socket != "" && (v[0] < unixServeMinVersion[0] || (v[0] == unixServeMinVersion[0] && v[1] < unixServeMinVersion[1])):
+		r.add(Fail, "tailscaled version", fmt.Sprintf("%s cannot serve to a unix socket (needs %d.%d or later)", shortVersion(version), unixServeMinVersion[0], unixServeMinVersion[1]),
+			"update tailscale, or publish the TCP door: tailscale serve --bg http://127.0.0.1:"+strconv.Itoa(port))
+	default:
+		r.add(OK, "tailscaled version", shortVersion(version), "")
+	}
 }
 
 // sshState is what tailscaled's prefs say about Tailscale SSH.

@@ -9,6 +9,7 @@
 //	fleet_request_duration_seconds{door}        how long a forwarded request took (not upgraded streams)
 //	fleet_consoles{health}                      registered consoles by health, read at scrape time
 //	fleet_devices                               paired devices, read at scrape time
+//	fleet_pairing_attempts_total{result}        pairing attempts on the direct-reach door (O7), by result
 //	fleet_access_log_dropped_total              access-log lines lost (G3), read at scrape time
 //
 // and the Go runtime's (go_*) and the process's (process_*) own: goroutines, memory and open file
@@ -19,7 +20,8 @@
 // other; console is an id registered when the request was counted, or "" (no id can be empty,
 // S8, so "" is never mistaken for a console, and a Prometheus selector {console=""} finds it);
 // reason is one of the spec's reason words (ReasonWords), or "other"; code is the status as a
-// number from 100 to 599, or "other". A console's series go with it when it is deregistered (at
+// number from 100 to 599, or "other"; result is one of audit.PairingResults, each made at zero
+// when the metrics are, and an entry with any other is not counted in that family. A console's series go with it when it is deregistered (at
 // the next scrape, or the next console counted for the first time, whichever is first), so the
 // series count follows the registry, not every id a machine ever held.
 //

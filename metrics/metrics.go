@@ -50,6 +50,7 @@ type Metrics struct {
 	requests *prometheus.CounterVec
 	refusals *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	pairings map[string]prometheus.Counter // fleet_pairing_attempts_total by result, every result made at once
 
 	observers [nDoors - 1]prometheus.Observer          // fleet_request_duration_seconds of loopback and reach
 	refused   [nDoors][]atomic.Pointer[refusalCounter] // by door, then reasonOf; made on first use
@@ -90,6 +91,14 @@ func New(cfg Config) *Metrics {
 			Buckets: DurationBuckets,
 		}, []string{"door"}),
 	}
+	attempts := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fleet_pairing_attempts_total",
+		Help: "Pairing attempts on the direct-reach door (POST /pair), by result: paired, pairing-code, pairing-password, pairing-form, limited, pairing-unavailable.",
+	}, []string{"result"})
+	m.pairings = make(map[string]prometheus.Counter, len(audit.PairingResults))
+	for _, r := range audit.PairingResults {
+		m.pairings[r] = attempts.WithLabelValues(r) // scraped as 0 until the first attempt
+	}
 	empty := map[string]*consoleSeries{}
 	m.consoles.Store(&empty)
 	for d := range nDoors {
@@ -101,6 +110,7 @@ func New(cfg Config) *Metrics {
 	m.reg.MustRegister(
 		requestsCollector{m},
 		m.refusals,
+		attempts,
 		m.duration,
 		consolesCollector{m.cfg.ConsolesByHealth},
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -127,12 +137,22 @@ func New(cfg Config) *Metrics {
 	return m
 }
 
-// Record counts one answered request: a refusal under its door and reason; a forwarded request
+// Record counts one answered request: a pairing attempt under its result (and, refused, as a
+// refusal too); a refusal under its door and reason; a forwarded request
 // under its door, console and status, and its duration (unless it was upgraded: a stream's
 // duration is its life, not the hop's speed). It never blocks on another Record, and allocates
 // nothing once its series exist.
 func (m *Metrics) Record(e *audit.Entry) {
 	d := doorIndex(e.Door)
+	if e.Pairing != "" {
+		// SPEC O7: a result outside the bounded set is not counted here (none is made).
+		if c, ok := m.pairings[e.Pairing]; ok {
+			c.Inc()
+		}
+		if e.Reason == "" {
+			return // paired: no refusal, and nothing forwarded
+		}
+	}
 	if !e.Forwarded() {
 		m.refusal(d, reasonOf(e.Reason)).Inc()
 		return

@@ -130,6 +130,29 @@ type HandlerConfig struct {
 	// OnFailure, if set, is called once for every refused pairing attempt but a cross-origin one
 	// (SPEC R6, R6b: the door counts it for its limiter) before the answer is written.
 	OnFailure func(*http.Request)
+	// OnAttempt, if set, is told of every pairing POST once it is decided, paired or refused,
+	// before the answer is written (SPEC O7: the door records each in the access log and the
+	// metrics). An Attempt holds no code, password or name typed.
+	OnAttempt func(*http.Request, Attempt)
+}
+
+// Results of a pairing attempt beside the reason words of its refusals (Attempt.Result).
+const (
+	ResultPaired = "paired"
+)
+
+// An Attempt is what one pairing POST came to (SPEC O7).
+type Attempt struct {
+	// Result is ResultPaired, or the refusal's kind: ReasonCode, ReasonPassword, ReasonForm (a
+	// form refused for its shape, its size or its origin) or ReasonDown.
+	Result string
+	// Reason is the refusal's reason word (ReasonForm, ReasonTooLarge, ReasonOrigin, …); empty
+	// when paired.
+	Reason string
+	// Status is the answer's status.
+	Status int
+	// Login is the new device's login (device:<slug>#<id6>) when paired; else empty.
+	Login string
 }
 
 // NewHandler returns the pairing page's handler (SPEC R7, R8). It serves:
@@ -195,7 +218,9 @@ type HandlerConfig struct {
 // scrypt runs only for a live code (SPEC R8 prefers that to doing scrypt for every guess): a code
 // is 1 in 20^8 to guess, lives 5 minutes and dies after 5 wrong passwords, and the door's
 // limiter (R6) allows ten failures per source. A pairing is one EventPaired line with the
-// device's id6 and slug.
+// device's id6 and slug. Every POST that reaches the judgement, paired or refused, is told once
+// to cfg.OnAttempt (SPEC O7), with its result and reason word and, when paired, the new device's
+// login — never the code, the password or the name typed.
 //
 // An answer written before the form is read — cross-origin, 415, 404, 405 — leaves a request's
 // body unread. The direct-reach door closes such a connection instead of reading what is left of
@@ -306,6 +331,7 @@ func (h *handler) pair(w http.ResponseWriter, r *http.Request) {
 		// Logged, not counted (SPEC R6b): any page can make a browser send it, and it guesses
 		// nothing; counting it would let that page lock the phone out before it pairs.
 		h.logRefusal(r, http.StatusForbidden, ReasonOrigin, "the pairing form is posted only from the door's own page")
+		h.attempt(r, Attempt{Result: ReasonForm, Reason: ReasonOrigin, Status: http.StatusForbidden})
 		h.refusalPage(w, r, http.StatusForbidden, ReasonOrigin, "the pairing form is posted only from the door's own page")
 		return
 	}
@@ -391,6 +417,7 @@ func (h *handler) pair(w http.ResponseWriter, r *http.Request) {
 		SameSite: http.SameSiteStrictMode,
 	})
 	h.log.Info(EventPaired, "id6", d.ID6, "slug", d.Slug, "peer", r.RemoteAddr)
+	h.attempt(r, Attempt{Result: ResultPaired, Status: http.StatusSeeOther, Login: d.Login()})
 	w.Header().Set("Location", "/")
 	w.WriteHeader(http.StatusSeeOther)
 }
@@ -436,12 +463,24 @@ func (h *handler) sameOrigin(r *http.Request) bool {
 	}
 }
 
-// reject counts a refused POST for the door's limiter and logs it.
+// reject counts a refused POST for the door's limiter, logs it and reports the attempt.
 func (h *handler) reject(r *http.Request, status int, reason, detail string, extra ...any) {
 	if h.cfg.OnFailure != nil {
 		h.cfg.OnFailure(r)
 	}
 	h.logRefusal(r, status, reason, detail, extra...)
+	result := reason
+	if reason == ReasonTooLarge {
+		result = ReasonForm // a form refused for its size
+	}
+	h.attempt(r, Attempt{Result: result, Reason: reason, Status: status})
+}
+
+// attempt tells cfg.OnAttempt what a pairing POST came to.
+func (h *handler) attempt(r *http.Request, a Attempt) {
+	if h.cfg.OnAttempt != nil {
+		h.cfg.OnAttempt(r, a)
+	}
 }
 
 // logRefusal logs a refusal as one fleet.rejected line, in the shape of proxy.WriteRefusal's.

@@ -172,7 +172,7 @@ func (d *Door) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case v.refusal != nil:
-		d.refuse(w, r, v.refusal)
+		d.refuse(w, withVerifiedPeer(r, v.caller.IP), v.refusal) // on the unix door its log line names whom the door verified
 	case v.redirect != "":
 		defer AnswerItself(w, r)() // the redirect reads no body (unreadBody)
 		http.Redirect(w, r, v.redirect, http.StatusPermanentRedirect)

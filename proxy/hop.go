@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/http/httputil"
+	"net/netip"
 	"net/textproto"
 	"strings"
 	"sync"
@@ -377,6 +378,9 @@ func (h *Hop) answerFailed(w http.ResponseWriter, r *http.Request, f *forward, e
 	id := ""
 	if f != nil {
 		id = f.t.ConsoleID
+		if ip, err := netip.ParseAddr(f.t.ClientIP); err == nil {
+			r = withVerifiedPeer(r, ip) // the log lines below name the caller the door verified
+		}
 	}
 	if unreadBody(r) {
 		// A forward that failed may have left the caller's body unread (a console down is
@@ -418,7 +422,7 @@ func (h *Hop) answerFailed(w http.ResponseWriter, r *http.Request, f *forward, e
 	if h.onDown != nil && id != "" {
 		h.onDown(id)
 	}
-	h.log.Warn("fleet.console-down", "console", id, "method", r.Method, "path", contract.LogPath(r), "peer", r.RemoteAddr, "error", err.Error())
+	h.log.Warn("fleet.console-down", "console", id, "method", r.Method, "path", contract.LogPath(r), "peer", LogPeer(r), "error", err.Error())
 	w.Header().Set("Cache-Control", "no-store")
 	SetPageHeaders(w.Header())
 	w.Header().Set("X-Fleet-Reason", "console-down")

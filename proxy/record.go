@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"context"
+	"net"
 	"net/http"
 	"net/netip"
 	"time"
@@ -115,10 +117,57 @@ func (a *recording) judged(v *verdict) {
 	}
 }
 
-// done records the entry, unless the request was neither forwarded nor refused (a page, a
-// redirect) or an upgraded stream's tunnel records it.
+// verifiedPeerKey holds, in a refused request's context, the address that the door verified for
+// its caller before it refused (LogPeer).
+type verifiedPeerKey struct{}
+
+// withVerifiedPeer is r carrying ip as its verified peer, when ip is one.
+func withVerifiedPeer(r *http.Request, ip netip.Addr) *http.Request {
+	if !ip.IsValid() {
+		return r
+	}
+	return r.WithContext(context.WithValue(r.Context(), verifiedPeerKey{}, ip))
+}
+
+// LogPeer is the peer a door's log line names for r (SPEC S11, O8): the connection's peer address
+// — on the TCP doors, the connection's other end — and on the unix-socket door, whose connection
+// has no address (net/http reports "@"), the tailnet address the door verified for its caller
+// when it did before it answered, else "unix:" and the socket's path. Never "@".
+func LogPeer(r *http.Request) string {
+	if _, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
+		return r.RemoteAddr
+	}
+	if ip, ok := r.Context().Value(verifiedPeerKey{}).(netip.Addr); ok {
+		return ip.String()
+	}
+	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && la.Network() == "unix" && la.String() != "" {
+		return "unix:" + la.String()
+	}
+	return "unix"
+}
+
+// NotePairing marks the request w answers as a pairing attempt (SPEC O7): result (one of
+// audit.PairingResults), the refusal's reason word when the answer itself did not name one
+// (empty when paired), the new device's login when paired, the path, and the TCP peer. It is
+// recorded once its answer is complete, as every answer is, and never names the code, the
+// password or the name typed: it is given none of them. Without a recording in w it does
+// nothing.
+func NotePairing(w http.ResponseWriter, result, reason, login, path string, peer netip.Addr) {
+	a := recordingOf(w)
+	if a == nil {
+		return
+	}
+	e := &a.entry
+	e.Pairing, e.Login, e.Path, e.Peer = result, login, path, peer.Unmap()
+	if e.Reason == "" {
+		e.Reason = reason
+	}
+}
+
+// done records the entry, unless the request was neither forwarded nor refused nor a pairing
+// attempt (a page, a redirect) or an upgraded stream's tunnel records it.
 func (a *recording) done() {
-	if a.upgraded || !a.forwarded && a.entry.Reason == "" {
+	if a.upgraded || !a.forwarded && a.entry.Reason == "" && a.entry.Pairing == "" {
 		return
 	}
 	a.record(a.bytes)
@@ -156,7 +205,7 @@ func (j *Judged) FillEntry(e *audit.Entry) {
 		e.Door = j.door.Name
 	}
 	e.Console, e.Path = v.route.ID, v.route.Path
-	e.Login, e.Peer, e.Identified = "", netip.Addr{}, false
+	e.Login, e.Peer, e.Identified, e.Pairing = "", netip.Addr{}, false, "" // a loop's request is never a pairing attempt
 	if v.caller.Login != "" {
 		e.Login, e.Peer, e.Identified = v.caller.Login, v.caller.IP, true
 	}

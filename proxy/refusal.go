@@ -63,7 +63,7 @@ func writeRefusal(w http.ResponseWriter, r *http.Request, log *slog.Logger, ref 
 			"status", ref.Status,
 			"method", r.Method,
 			"path", contract.LogPath(r),
-			"peer", r.RemoteAddr,
+			"peer", LogPeer(r),
 		}
 		if ref.Detail != "" {
 			attrs = append(attrs, "detail", ref.Detail)

@@ -267,6 +267,48 @@ func (d *Door) Drain(ctx context.Context) error {
 	return err
 }
 
+// PairingAttempt records what the pairing POST r came to (SPEC O7): one access-log line (door
+// reach, path /pair, its status and reason word, the new device's login when paired, the TCP
+// peer) and one count of fleet_pairing_attempts_total, through Config.Audit. The pairing pages
+// report each attempt with it (pairing.HandlerConfig.OnAttempt); an attempt the door itself
+// refuses first — its source held back (limited), or a form another site sent (R6b) — it records
+// on its own. Call it once per attempt, before the answer is written.
+func (d *Door) PairingAttempt(r *http.Request, a pairing.Attempt) {
+	if n, ok := r.Context().Value(attemptKey{}).(*attemptNote); ok {
+		n.a, n.set = a, true
+	}
+}
+
+// attemptKey holds the *attemptNote of a pairing POST being answered (recordAttempts).
+type attemptKey struct{}
+
+type attemptNote struct {
+	a   pairing.Attempt
+	set bool
+}
+
+// recordAttempts gives each pairing POST that h answers a note for PairingAttempt, and records
+// what the note says once h is done: a pairing page that reports no attempt (one that is not
+// the real pairing pages) leaves no line.
+func (d *Door) recordAttempts(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !isPairingPost(r) {
+			h.ServeHTTP(w, r)
+			return
+		}
+		n := &attemptNote{}
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), attemptKey{}, n)))
+		if n.set {
+			proxy.NotePairing(w, n.a.Result, n.a.Reason, n.a.Login, PairPath, PeerAddr(r))
+		}
+	})
+}
+
+// isPairingPost reports whether r is a pairing attempt: a POST of exactly /pair.
+func isPairingPost(r *http.Request) bool {
+	return r.Method == http.MethodPost && r.URL.Path == PairPath && r.URL.RawPath == ""
+}
+
 // Failure counts a failure of r's source (R6): the pairing page reports a wrong code or
 // password with it. Call it once per failed request. A request with a valid device credential
 // fails nothing: a paired device guesses nothing (R6).
@@ -304,6 +346,9 @@ func (d *Door) serve(w http.ResponseWriter, r *http.Request) {
 		if ref := crossSite(r); ref != nil {
 			defer proxy.AnswerItself(w, r)()
 			proxy.WriteRefusal(w, r, d.log, ref, "door", "reach")
+			if isPairingPost(r) { // O7: a form refused for where it comes from
+				proxy.NotePairing(w, audit.PairingForm, "", "", PairPath, src)
+			}
 			return
 		}
 	}
@@ -316,6 +361,9 @@ func (d *Door) serve(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Retry-After", strconv.FormatInt(int64(wait/time.Second), 10))
 			proxy.WriteRefusal(w, r, d.log, proxy.Refuse(http.StatusTooManyRequests, "rate-limited",
 				"too many failures from this address; try again later"), "door", "reach")
+			if isPairingPost(r) { // O7: an attempt held back before anything was judged
+				proxy.NotePairing(w, audit.PairingLimited, "", "", PairPath, src)
+			}
 			return
 		}
 		defer end()

@@ -42,7 +42,7 @@ func (d *Door) newRouter() *httprouter.Router {
 		rt.Handler(m, PairPath, pair)
 		rt.Handler(m, PairPath+"/*asset", pair)
 	}
-	post := answerFromFirstByte(pair) // scrypt's time is the door's, not the caller's (answer.go)
+	post := d.recordAttempts(answerFromFirstByte(pair)) // scrypt's time is the door's, not the caller's (answer.go); each attempt recorded (O7)
 	rt.Handler(http.MethodPost, PairPath, post)
 	// POST /pair/forget is the device's own way out (U3, index.go). httprouter takes no route
 	// beside a catch-all, so it is told from the pairing pages' POSTs here, on the path as

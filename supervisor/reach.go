@@ -53,8 +53,8 @@ type reachState struct {
 }
 
 // pairingPages is the door's pairing pages (package pairing: SPEC R7, R8) for the open door d: its
-// fingerprint on the page, its origin the only one a pairing POST may come from, and every refused
-// attempt counted by its limiter (R6).
+// fingerprint on the page, its origin the only one a pairing POST may come from, every refused
+// attempt counted by its limiter (R6), and every attempt recorded (O7).
 func (s *Server) pairingPages(d *reach.Door, reg *pairing.Register) http.Handler {
 	return pairing.NewHandler(pairing.HandlerConfig{
 		Dir:         s.reachDir(),
@@ -64,6 +64,7 @@ func (s *Server) pairingPages(d *reach.Door, reg *pairing.Register) http.Handler
 		Logger:      s.log,
 		Now:         s.cfg.Now,
 		OnFailure:   d.Failure,
+		OnAttempt:   d.PairingAttempt, // SPEC O7: each attempt in the access log and the metrics
 	})
 }
 

@@ -109,6 +109,12 @@ type uxDoor struct {
 
 func uxStart(t *testing.T, tailscaledUID int) *uxDoor {
 	t.Helper()
+	return uxStartLogging(t, tailscaledUID, io.Discard)
+}
+
+// uxStartLogging is uxStart with the supervisor's JSON log lines written to logs.
+func uxStartLogging(t *testing.T, tailscaledUID int, logs io.Writer) *uxDoor {
+	t.Helper()
 	d := &uxDoor{api: &uxFakeAPI{}, polled: make(chan struct{}, 1), pollEnded: make(chan struct{}, 1)}
 	console := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		d.mu.Lock()
@@ -131,7 +137,7 @@ func uxStart(t *testing.T, tailscaledUID int) *uxDoor {
 		StateHome:     filepath.Join(t.TempDir(), "state"),
 		LocalAPI:      d.api,
 		TailscaledUID: tailscaledUID,
-		Logger:        slog.New(slog.NewJSONHandler(io.Discard, nil)),
+		Logger:        slog.New(slog.NewJSONHandler(logs, nil)),
 	})
 	if err != nil {
 		t.Fatal(err)

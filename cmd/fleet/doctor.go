@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"os"
@@ -15,7 +16,7 @@ import (
 	"tailscale.com/paths"
 )
 
-const doctorSummary = "Check this machine's set-up (tailscaled, Serve, Tailscale SSH, raw TCP forwards, tailscaled's outbound proxies, Funnel, state files, who may open which console, the supervisor, the unix socket's place); one OK/WARN/FAIL line each."
+const doctorSummary = "Check this machine's set-up (tailscaled and its version, Serve and the certificate its HTTPS address presents, Tailscale SSH, raw TCP forwards, tailscaled's outbound proxies, Funnel, state files, who may open which console, the supervisor, the unix socket's place); one OK/WARN/FAIL line each."
 
 func init() {
 	addCommand(&command{name: "doctor", summary: doctorSummary, run: runDoctor})
@@ -24,6 +25,10 @@ func init() {
 // doctorLocalAPI lets a test run the command against a fake tailscaled; nil means the real one
 // on --tailscale-socket.
 var doctorLocalAPI doctor.LocalAPI
+
+// doctorRootCAs lets a test verify Serve's certificates against its own CA; nil means the
+// system's roots.
+var doctorRootCAs *x509.CertPool
 
 // doctorTailscaledArgs lets a test give fleet doctor tailscaled's command line; nil means the
 // command line of the process listening on --tailscale-socket.
@@ -68,6 +73,7 @@ func runDoctor(args []string, stdout, stderr io.Writer) int {
 		TailscaledArgs:  doctorTailscaledArgs,
 		Port:            *port,
 		Socket:          sock,
+		RootCAs:         doctorRootCAs,
 	})
 	for _, c := range checks {
 		fmt.Fprintln(stdout, c.String())

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -32,7 +33,7 @@ func (f *doctorFakeTailscaled) StatusWithoutPeers(context.Context) (*ipnstate.St
 		return nil, errors.New("connect: no such file or directory")
 	}
 	return &ipnstate.Status{Version: "1.102.5", BackendState: "Running", TUN: true,
-		Self: &ipnstate.PeerStatus{DNSName: "sup.example.ts.net."}}, nil
+		Self: &ipnstate.PeerStatus{DNSName: "sup.example.ts.net.", TailscaleIPs: []netip.Addr{netip.MustParseAddr("100.101.102.1")}}}, nil
 }
 
 func (f *doctorFakeTailscaled) GetPrefs(context.Context) (*ipn.Prefs, error) {

@@ -69,27 +69,28 @@ func withLogClock(t *testing.T, now time.Time) {
 	t.Cleanup(func() { logNow = time.Now })
 }
 
-// tablePaths is the PATH column of a table, in order.
+// tablePaths is the PATH column of a table, in order: the rest of each row from the column's
+// fixed place (the table's columns keep their widths, O8).
 func tablePaths(t *testing.T, out string) []string {
 	t.Helper()
 	rows := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
 	if out == "" {
 		return nil
 	}
-	if got := strings.Fields(rows[0]); strings.Join(got, " ") != "TIME LOGIN CONSOLE METHOD PATH STATUS DURATION" {
+	if got := strings.Fields(rows[0]); strings.Join(got, " ") != "TIME LOGIN CONSOLE METHOD STATUS REASON DURATION PATH" {
 		t.Fatalf("header %q", rows[0])
 	}
+	at := strings.Index(rows[0], "PATH")
 	var paths []string
 	for _, r := range rows[1:] {
-		f := strings.Fields(r)
-		paths = append(paths, f[5]) // TIME is two fields: date and clock
+		paths = append(paths, string([]rune(r)[at:]))
 	}
 	return paths
 }
 
 // TestLogTable_G3: the table, oldest first across the rotated file and the current one, each
-// row's time (local), login, console, method, path, status (a refusal's reason beside it) and
-// duration.
+// row's time (local, with its zone), login, console, method, status, a refusal's reason, duration
+// and path.
 func TestLogTable_G3(t *testing.T) {
 	home, _ := logHome(t)
 	st, out, errs := runFleet("log", "--state-dir", home)
@@ -100,8 +101,9 @@ func TestLogTable_G3(t *testing.T) {
 		t.Fatalf("paths %q, want oldest first:\n%s", got, out)
 	}
 	row := strings.Fields(strings.Split(out, "\n")[4])
-	want := []string{logT0.Add(4 * time.Minute).Local().Format(time.DateOnly), logT0.Add(4 * time.Minute).Local().Format(time.TimeOnly),
-		"bob@example.com", "beta", "GET", "/four", "403", "not-granted", "400ms"}
+	at := logT0.Add(4 * time.Minute).Local()
+	want := []string{at.Format(time.DateOnly), at.Format(time.TimeOnly), at.Format("-07:00"),
+		"bob@example.com", "beta", "GET", "403", "not-granted", "400ms", "/four"}
 	if strings.Join(row, " ") != strings.Join(want, " ") {
 		t.Errorf("row %q, want %q", row, want)
 	}
@@ -149,12 +151,12 @@ func TestLogJSON_G3(t *testing.T) {
 	}
 }
 
-// TestLogBadFlags_G3: a bad --since (not a Go duration, or not positive), an unknown flag or an
-// argument is bad usage: exit 2, one line on stderr, nothing on stdout.
+// TestLogBadFlags_G3: a bad --since (neither a positive duration nor an RFC 3339 time), an
+// unknown flag or an argument is bad usage: exit 2, one line on stderr, nothing on stdout.
 func TestLogBadFlags_G3(t *testing.T) {
 	home, _ := logHome(t)
 	for _, args := range [][]string{
-		{"--since", "yesterday"}, {"--since", "7d"}, {"--since", "-1h"}, {"--since", "0"}, {"--since"},
+		{"--since", "yesterday"}, {"--since", "7x"}, {"--since", "-1h"}, {"--since", "0"}, {"--since"},
 		{"--bogus"}, {"--follow=maybe"}, {"alpha"},
 	} {
 		st, out, errs := runFleet(append([]string{"log", "--state-dir", home}, args...)...)

@@ -57,12 +57,12 @@ type peerAnswer struct {
 	Name     string   `json:"name"`
 	Owner    string   `json:"owner,omitempty"`
 	Tags     []string `json:"tags,omitempty"`
-	Answer   string   `json:"answer"`           // fleet, fleet-refused, not-fleet, no-answer
+	Answer   string   `json:"answer"`           // fleet, fleet-refused, not-fleet, fleet-http-only, no-answer
 	Reason   string   `json:"reason,omitempty"` // a fleet refusal's reason word
 	Status   int      `json:"status,omitempty"` // the HTTP status, when one came
 	Consoles *int     `json:"consoles,omitempty"`
 	Millis   *int64   `json:"answer_ms,omitempty"`
-	Error    string   `json:"error,omitempty"` // why there was no answer
+	Error    string   `json:"error,omitempty"` // why there was no answer (over HTTPS, for fleet-http-only)
 }
 
 // runPeers is `fleet peers [--timeout 2s] [--json] [--tailscale-socket PATH]` (SPEC G2): it asks
@@ -170,6 +170,8 @@ func describeAnswer(a peerAnswer, selfTagged bool) string {
 		return "answers as fleet, refused (" + a.Reason + ")"
 	case "not-fleet":
 		return fmt.Sprintf("answers, not as fleet (HTTP %d)", a.Status)
+	case "fleet-http-only":
+		return "answers as fleet over HTTP only, not HTTPS (" + a.Error + "): publish it with HTTPS there (tailscale serve --bg …) for the fleet page"
 	}
 	return "no answer"
 }
@@ -220,39 +222,58 @@ func askPeers(ctx context.Context, env *peersEnv, peers []tailnet.Peer, timeout 
 // maxPeerAnswer bounds the index answer read from a peer.
 const maxPeerAnswer = 1 << 20
 
-// askPeer asks one peer for its index's JSON and judges whether the answer is a fleet's: the
-// index's JSON (an object with a list of consoles), or any answer naming a fleet reason word
-// (X-Fleet-Reason, which every fleet refusal carries).
+// askPeer asks one peer for its index's JSON over HTTPS and judges whether the answer is a
+// fleet's: the index's JSON (an object with a list of consoles), or any answer naming a fleet
+// reason word (X-Fleet-Reason, which every fleet refusal carries). A peer that gives no answer
+// over HTTPS before the timeout — nothing on 443, or no TLS there — is asked the same over plain
+// HTTP, within what is left of the timeout (O8): a fleet that answers there is published over
+// HTTP only (fleet-http-only), which the fleet-wide page, an HTTPS page, cannot read; one that
+// answers on neither gives no answer.
 func askPeer(ctx context.Context, client *http.Client, stopwatch func() func() time.Duration, p tailnet.Peer, timeout time.Duration) peerAnswer {
 	a := peerAnswer{Name: p.Name, Owner: p.Owner, Tags: p.Tags, Answer: "no-answer"}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.Origin()+"/", nil)
-	if err != nil {
-		a.Error = err.Error()
+	elapsed := stopwatch()
+	err := askIndex(ctx, client, p.Origin()+"/", &a)
+	if err == nil {
+		ms := elapsed().Milliseconds()
+		a.Millis = &ms
 		return a
 	}
+	a.Error = err.Error()
+	if errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
+		a.Error = "no answer within " + timeout.String()
+		return a
+	}
+	overHTTP := peerAnswer{Answer: "no-answer"}
+	if askIndex(ctx, client, "http://"+p.Name+"/", &overHTTP) == nil && (overHTTP.Answer == "fleet" || overHTTP.Answer == "fleet-refused") {
+		ms := elapsed().Milliseconds()
+		a.Answer, a.Status, a.Reason, a.Consoles, a.Millis = "fleet-http-only", overHTTP.Status, overHTTP.Reason, overHTTP.Consoles, &ms
+	}
+	return a
+}
+
+// askIndex asks url for the index's JSON and fills a's Answer, Status, Reason and Consoles from
+// the answer; an error says no answer came.
+func askIndex(ctx context.Context, client *http.Client, url string, a *peerAnswer) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
 	req.Header.Set("Accept", "application/json")
-	elapsed := stopwatch()
 	resp, err := client.Do(req)
 	if err != nil {
-		a.Error = err.Error()
-		if errors.Is(err, context.DeadlineExceeded) {
-			a.Error = "no answer within " + timeout.String()
-		}
-		return a
+		return err
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxPeerAnswer))
 	if err != nil {
-		a.Error = err.Error()
-		return a
+		return err
 	}
-	ms := elapsed().Milliseconds()
-	a.Millis, a.Status = &ms, resp.StatusCode
+	a.Status = resp.StatusCode
 	if reason := resp.Header.Get("X-Fleet-Reason"); reason != "" {
 		a.Answer, a.Reason = "fleet-refused", reason
-		return a
+		return nil
 	}
 	var index map[string]json.RawMessage
 	var consoles []json.RawMessage
@@ -260,8 +281,8 @@ func askPeer(ctx context.Context, client *http.Client, stopwatch func() func() t
 		json.Unmarshal(index["consoles"], &consoles) == nil {
 		n := len(consoles)
 		a.Answer, a.Consoles = "fleet", &n
-		return a
+		return nil
 	}
 	a.Answer = "not-fleet"
-	return a
+	return nil
 }

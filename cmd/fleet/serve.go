@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -160,7 +162,17 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) int {
 	defer ln.Close()
 	addr := ln.Addr().String()
 
-	log := slog.New(slog.NewJSONHandler(stderr, nil))
+	// On a terminal the start-up line is a person's, and it comes first (O8): the JSON lines
+	// written before it (the access mode, a removed leftover, the direct-reach door opening)
+	// wait, and follow it.
+	var logOut io.Writer = stderr
+	var held *heldLines
+	if startupIsText(o, stderr) {
+		held = &heldLines{w: stderr}
+		defer held.release(nil) // a start that fails before the line: the error first, then them
+		logOut = held
+	}
+	log := slog.New(slog.NewJSONHandler(logOut, nil))
 	// net/http's Transport (and the HTTP/2 code bundled in net/http) writes some errors through
 	// the standard log package ("Unsolicited response received on idle HTTP channel …"). While
 	// serve runs they go where the servers' own errors go (Server.ErrorLog, proxy.NewServer):
@@ -243,7 +255,12 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) int {
 		// is ready (the old one stops accepting then).
 		srv.OpenReachNow()
 	}
-	startupLine(stderr, log, o, addr, askTailscaled(ctx, sock))
+	facts := askTailscaled(ctx, sock)
+	if held != nil {
+		held.release(func() { startupLine(stderr, log, o, addr, facts) })
+	} else {
+		startupLine(stderr, log, o, addr, facts)
+	}
 	if o.sockets != nil {
 		watched := []net.Addr{ln.Addr()}
 		if unixLn != nil {
@@ -426,8 +443,7 @@ func startupLine(stderr io.Writer, log *slog.Logger, o serveOptions, addr string
 		}
 	}
 	next := strings.ReplaceAll(ts.next, "%s", target)
-	text := o.logFormat == "text" || (o.logFormat == "auto" && isTerminal(stderr))
-	if !text {
+	if !startupIsText(o, stderr) {
 		log.Info("fleet.listening", "addr", addr, "state", o.home, "tailscaled", ts.state, "tailscaled_detail", ts.detail, "next", next)
 		return
 	}
@@ -445,6 +461,52 @@ func startupLine(stderr io.Writer, log *slog.Logger, o serveOptions, addr string
 		where += " and unix:" + o.unixSocket
 	}
 	fmt.Fprintf(stderr, "fleet serve: listening on %s (state %s); %s; next: %s\n", where, o.home, tsWords, next)
+}
+
+// startupIsText reports whether the start-up line is one line for a person: --log-format text,
+// or auto on a terminal.
+func startupIsText(o serveOptions, stderr io.Writer) bool {
+	return o.logFormat == "text" || (o.logFormat == "auto" && isTerminal(stderr))
+}
+
+// heldLinesMax bounds the lines held before the start-up line; past it they pass through.
+const heldLinesMax = 1000
+
+// heldLines holds the log's lines (slog writes each in one Write) until release, then writes
+// them and lets every later one through: what serve writes before its start-up line for a
+// person comes after it.
+type heldLines struct {
+	mu   sync.Mutex
+	w    io.Writer
+	held [][]byte
+	open bool
+}
+
+func (h *heldLines) Write(p []byte) (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.open || len(h.held) >= heldLinesMax {
+		return h.w.Write(p)
+	}
+	h.held = append(h.held, bytes.Clone(p))
+	return len(p), nil
+}
+
+// release runs first (when not nil: it writes the start-up line) while no line can be written,
+// then writes the held lines. Later calls do nothing.
+func (h *heldLines) release(first func()) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.open {
+		return
+	}
+	if first != nil {
+		first()
+	}
+	for _, l := range h.held {
+		h.w.Write(l)
+	}
+	h.held, h.open = nil, true
 }
 
 // flagNamed reports whether args (before a "--") hold the flag name in any spelling: one or two

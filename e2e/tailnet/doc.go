@@ -8,8 +8,14 @@
 //
 // The supervisor is the real one (supervisor.New + Serve), verifying callers through sup's
 // LocalAPI. tsnet runs in this process, so the uid that owns Serve's backend connections (S5a)
-// is os.Getuid(). Serve is HTTP on port 80 (HTTPS needs a certificate hook only tsnet's own tests
-// can set).
+// is os.Getuid(). Serve is HTTP on port 80 there.
+//
+// O6 has a tailnet of its own (TestDoctorServeCertificate_O6): real Serve on HTTPS 443, its
+// certificates from tsnet's test hook — refusing at first, as tailscaled does when the tailnet
+// has no HTTPS certificates, then issuing those of a test CA (internal/testca) — and fleet doctor
+// judging the address by a TLS handshake through the node's own LocalAPI dial, beside a peer's
+// handshake over the tailnet: both fail without a certificate (doctor FAILs with the fix) and
+// succeed with one (OK).
 //
 // What a real tailnet cannot produce here is a netstack direct forward to 127.0.0.1 (tsnet never
 // forwards unhandled ports to localhost), so S5b is proven with a LocalAPI wrapper whose WhoIs
