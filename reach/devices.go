@@ -42,8 +42,9 @@ func (d *Door) authenticate(r *http.Request) (dev pairing.Device, sent, ok bool)
 		return pairing.Device{}, true, false
 	}
 	dev, ok = d.cfg.Devices.Authenticate(cred, d.now(), PeerAddr(r).String())
-	if ok {
-		d.conns.credentialShown(r, dev.ID6) // R6c: its connection is a device's from now on
+	if ok && !d.conns.credentialShown(r, dev.ID6) { // R6c: its connection is a device's from now on
+		// R6e: the device holds as many connections as it may, all busy, and this one is closed.
+		panic(http.ErrAbortHandler)
 	}
 	return dev, true, ok
 }

@@ -188,9 +188,9 @@ func Open(ctx context.Context, cfg Config) (*Door, error) {
 	}
 	d.router = d.newRouter()
 	d.srv = proxy.NewServer(d, cfg.Log)
-	d.srv.TLSConfig = auth.TLSConfig()
-	d.srv.HTTP2 = http2Config()         // S9, R6 (answer.go)
-	d.conns.configure(d.srv, cfg.conns) // R6c
+	d.srv.TLSConfig = d.conns.tlsConfig(auth.TLSConfig()) // R6d: each connection's tickets carry its handle
+	d.srv.HTTP2 = http2Config()                           // S9, R6 (answer.go)
+	d.conns.configure(d.srv, cfg.conns)                   // R6c
 	go func() {
 		defer close(d.served)
 		if err := d.srv.ServeTLS(ln, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
