@@ -167,7 +167,7 @@ type conn struct {
 	stalledOn     bool         // on the stalled lists: a stranger's answered in its handshake, silent since
 	id6           string       // the device that last showed its credential on it
 	claimedBy     string       // the device whose session it offers, while claimedConn
-	active        bool         // a request in flight (or hijacked: no longer net/http's to idle)
+	active        atomic.Bool  // a request in flight (or hijacked: no longer net/http's to idle); set under mu but by the fast loop
 	stopIdle      func() bool
 	idleGen       uint64 // an idle timer armed for another generation does nothing
 
@@ -439,7 +439,7 @@ func (t *connTable) enlistLocked(c *conn) {
 	if c.answered.Load() {
 		t.stallLocked(c)
 	}
-	if !c.active {
+	if !c.active.Load() {
 		t.armLocked(c)
 	}
 }
@@ -500,7 +500,7 @@ func (t *connTable) disarmLocked(c *conn) {
 // idledOut closes c when it is still the idle stranger's connection its timer gen was armed for.
 func (t *connTable) idledOut(c *conn, gen uint64) {
 	t.mu.Lock()
-	due := (c.kind == strangerConn || c.kind == claimedConn) && !c.active && c.idleGen == gen
+	due := (c.kind == strangerConn || c.kind == claimedConn) && !c.active.Load() && c.idleGen == gen
 	if due {
 		t.removeLocked(c)
 	}
@@ -520,10 +520,10 @@ func (t *connTable) connState(nc net.Conn, state http.ConnState) {
 	defer t.mu.Unlock()
 	switch state {
 	case http.StateActive, http.StateHijacked:
-		c.active = true
+		c.active.Store(true)
 		t.disarmLocked(c)
 	case http.StateIdle:
-		c.active = false
+		c.active.Store(false)
 		if c.kind == strangerConn {
 			t.armLocked(c)
 		}
@@ -619,7 +619,7 @@ func (t *connTable) promoteLocked(c *conn, id6 string) (evicted *conn, kept bool
 // DeviceConnLimit connections, and only when their device is at its bound.
 func oldestIdle(l *connList) *conn {
 	for c := l.oldest; c != nil; c = c.byDev.newer {
-		if !c.active {
+		if !c.active.Load() {
 			return c
 		}
 	}
@@ -661,14 +661,25 @@ func (t *connTable) revoke(id6 string) {
 	}
 }
 
-// connOf is the door's own connection under nc, the *tls.Conn net/http serves.
+// connOf is the door's own connection under nc: the *tls.Conn net/http or the fast loop
+// serves, or the fast loop's connection handed to net/http, over the *tls.Conn.
 func connOf(nc net.Conn) *conn {
-	if tc, ok := nc.(*tls.Conn); ok {
-		nc = tc.NetConn()
+	for range 3 {
+		switch v := nc.(type) {
+		case *conn:
+			return v
+		case interface{ NetConn() net.Conn }:
+			nc = v.NetConn()
+		default:
+			return nil
+		}
 	}
-	c, _ := nc.(*conn)
-	return c
+	return nil
 }
+
+// setActive records whether the fast loop has a request of c's in flight (R6e: a device's busy
+// connection is not closed for its bound).
+func (c *conn) setActive(active bool) { c.active.Store(active) }
 
 // peerOf is the address of raw's TCP peer: the source of its connection (never a header).
 func peerOf(raw net.Conn) netip.Addr {
