@@ -286,17 +286,29 @@ func (t *connTable) admit(raw net.Conn) (c *conn, evicted []*conn, report []any)
 // Of the connections it may evict, it evicts first the oldest whose ClientHello has not fully
 // arrived, and only when there is none the oldest of all (R6d: firstToEvictLocked).
 func (t *connTable) makeRoomLocked(key sourceKey, extra int) (evicted []*conn) {
+	// firstToEvictLocked may claim connections (claimLocked), taking them off the strangers'
+	// lists: what is left may then be nothing at all.
 	if s := t.sources[key]; s != nil && s.all.n >= SourceConnLimit {
-		t.evicted.source++
-		evicted = append(evicted, t.removeLocked(t.firstToEvictLocked(&s.waiting, &s.stalled, &s.all)))
+		if c := t.firstToEvictLocked(&s.waiting, &s.stalled, &s.all); c != nil && s.all.n >= SourceConnLimit {
+			t.evicted.source++
+			evicted = append(evicted, t.removeLocked(c))
+		}
 	}
 	for t.strangers.n > 0 && (t.strangers.n >= StrangerConnLimit || t.held+extra > t.capacity) {
-		if t.strangers.n >= StrangerConnLimit {
+		overall := t.strangers.n >= StrangerConnLimit
+		c := t.firstToEvictLocked(&t.waiting, &t.stalled, &t.strangers)
+		if c == nil {
+			break
+		}
+		if overall && t.strangers.n < StrangerConnLimit && t.held+extra <= t.capacity {
+			continue // the claims made room
+		}
+		if overall {
 			t.evicted.overall++
 		} else {
 			t.evicted.capacity++
 		}
-		evicted = append(evicted, t.removeLocked(t.firstToEvictLocked(&t.waiting, &t.stalled, &t.strangers)))
+		evicted = append(evicted, t.removeLocked(c))
 	}
 	return evicted
 }
