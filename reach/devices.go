@@ -25,8 +25,9 @@ func deviceFrom(r *http.Request) (pairing.Device, bool) {
 }
 
 // authenticate reports whether r sent a device cookie and, if so, whether it names a paired
-// device. Two device cookies are one too many: neither is believed.
-func (d *Door) authenticate(r *http.Request) (dev pairing.Device, sent, ok bool) {
+// device. Two device cookies are one too many: neither is believed. closed is whether r's
+// connection was closed for the device's bound (R6e): r is to be abandoned.
+func (d *Door) authenticate(r *http.Request) (dev pairing.Device, sent, ok, closed bool) {
 	var cred string
 	n := 0
 	for _, c := range r.Cookies() {
@@ -36,16 +37,16 @@ func (d *Door) authenticate(r *http.Request) (dev pairing.Device, sent, ok bool)
 		}
 	}
 	if n == 0 {
-		return pairing.Device{}, false, false
+		return pairing.Device{}, false, false, false
 	}
 	if n > 1 {
-		return pairing.Device{}, true, false
+		return pairing.Device{}, true, false, false
 	}
 	dev, ok = d.cfg.Devices.Authenticate(cred, d.now(), PeerAddr(r).String())
 	if ok {
-		d.conns.credentialShown(r, dev.ID6) // R6c: its connection is a device's from now on
+		closed = !d.conns.credentialShown(r, dev.ID6) // R6c: its connection is a device's from now on
 	}
-	return dev, true, ok
+	return dev, true, ok, closed
 }
 
 // deviceCallers is R9 as the shared Door's caller verification: the device the door
@@ -83,18 +84,8 @@ func stripDeviceCookie(h http.Header) {
 	}
 	kept := lines[:0:0]
 	for _, line := range lines {
-		var parts []string
-		for _, p := range strings.Split(line, ";") {
-			name, _, _ := strings.Cut(p, "=")
-			if strings.TrimSpace(name) == pairing.CookieName {
-				continue
-			}
-			if strings.TrimSpace(p) != "" {
-				parts = append(parts, strings.TrimSpace(p))
-			}
-		}
-		if len(parts) > 0 {
-			kept = append(kept, strings.Join(parts, "; "))
+		if line = withoutDeviceCookie(line); line != "" {
+			kept = append(kept, line)
 		}
 	}
 	if len(kept) == 0 {
@@ -102,6 +93,22 @@ func stripDeviceCookie(h http.Header) {
 		return
 	}
 	h["Cookie"] = kept
+}
+
+// withoutDeviceCookie is one Cookie line without the device's credential, the other cookies as
+// they were sent; "" when none is left.
+func withoutDeviceCookie(line string) string {
+	var parts []string
+	for _, p := range strings.Split(line, ";") {
+		name, _, _ := strings.Cut(p, "=")
+		if strings.TrimSpace(name) == pairing.CookieName {
+			continue
+		}
+		if strings.TrimSpace(p) != "" {
+			parts = append(parts, strings.TrimSpace(p))
+		}
+	}
+	return strings.Join(parts, "; ")
 }
 
 // Revoke ends the live connections of the device id6 on this door: its WebSockets (the hop's
@@ -132,8 +139,23 @@ type streams struct {
 // stream is one forwarded request in flight.
 type stream struct {
 	cancel context.CancelFunc
-	rc     *http.ResponseController // its answer; nil in tests of the bookkeeping alone
+	rc     answerEnd // its answer; nil in tests of the bookkeeping alone
 }
+
+// answerEnd ends a forwarded request's answer at once, whatever it waits for (stream.end).
+type answerEnd interface{ endAnswer() }
+
+// netHTTPAnswer is an answer written through net/http: a write deadline in the past ends it.
+type netHTTPAnswer struct{ rc *http.ResponseController }
+
+func (a netHTTPAnswer) endAnswer() { a.rc.SetWriteDeadline(time.Unix(1, 0)) }
+
+// fastAnswer is an answer the fast loop passes on (P2): its exchange waits for the console on
+// the connection's own goroutine and watches no context, so the connection is closed, which
+// ends the exchange (the loop's watch of a stream sees its caller gone) and the connection.
+type fastAnswer struct{ c *conn }
+
+func (a fastAnswer) endAnswer() { a.c.Conn.Close() }
 
 // end ends st at once. Cancelling its context ends the hop's exchange with the console, but not
 // a write to the device that waits (on HTTP/2, for a flow-control window the device does not
@@ -146,7 +168,7 @@ type stream struct {
 func (st *stream) end() {
 	st.cancel()
 	if st.rc != nil {
-		st.rc.SetWriteDeadline(time.Unix(1, 0))
+		st.rc.endAnswer()
 	}
 }
 
@@ -167,7 +189,7 @@ func (s *streams) mark() uint64 {
 // write deadline of rc, the request's answer (stream.end) — and the func that forgets it, to be
 // called before the request's handler returns; ok is false when id6 was revoked since mark,
 // which was taken before it was authenticated.
-func (s *streams) track(parent context.Context, rc *http.ResponseController, id6 string, mark uint64) (_ context.Context, done func(), ok bool) {
+func (s *streams) track(parent context.Context, rc answerEnd, id6 string, mark uint64) (_ context.Context, done func(), ok bool) {
 	ctx, cancel := context.WithCancel(parent)
 	st := &stream{cancel: cancel, rc: rc}
 	s.mu.Lock()

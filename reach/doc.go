@@ -71,6 +71,17 @@
 //     IdleTimeout, as the loopback door's are.
 //   - A device's connection is never evicted and counts against neither bound: strangers cannot
 //     cut a paired phone's streams. When its device is revoked it is a stranger's again.
+//   - A connection that resumes, on TLS 1.3, a session begun on a connection where a device
+//     showed its credential is that device's from its handshake on (R6d): each ticket carries an
+//     opaque handle, mapped to the device when its credential shows (tickets.go). A handle admits
+//     nothing; a revocation forgets the device's handles at once.
+//   - Among strangers' connections, eviction takes first those whose ClientHello has not fully
+//     arrived (read, or waiting in the kernel's buffer: hello.go), then those stalled in their
+//     handshake, then the oldest (R6d): a flood of bare or stalled connections from a phone's own
+//     address evicts its own first.
+//   - DeviceConnLimit, 256 connections per device (R6e): a device's new connection past it closes
+//     that device's oldest idle one, or itself when all are busy. No other bound closes a
+//     device's connection.
 //   - In all, the door holds at most half the soft limit on open files (read when it opens;
 //     fleet serve raises it to the hard limit at start): past it a new connection evicts the
 //     oldest stranger's, or is closed when only devices' connections are held. The other half is
@@ -91,9 +102,14 @@
 //   - limiter.go: the failure limiter (R6): Limiter, NewLimiter, PeerAddr.
 //   - site.go: what a browser says of the site a request comes from (R6b).
 //   - door.go: the door (Open, Door): its listener on exactly the profile's address, over TLS
-//     from package ca (R2, R4), and the order in which it judges a request.
-//   - conns.go: the bounds on its connections (R6c): per source, in all, idle strangers', and
-//     half the limit on open files; a connection marked a device's by its credential.
+//     from package ca (R2, R4), served by the fast loop (package proxy/fastloop) for a paired
+//     device's plain requests and by net/http for everything else (P2), and the order in which it
+//     judges a request.
+//   - conns.go: the bounds on its connections (R6c, R6e): per source, in all, idle strangers',
+//     per device, and half the limit on open files; a connection marked a device's by its
+//     credential or its resumed session (R6d).
+//   - tickets.go: the handle in each session ticket, and a resumed session's device (R6d).
+//   - hello.go: whether a connection's ClientHello has fully arrived (R6d).
 //   - answer.go: the bounds in time on what the door writes (S9, R6): AnswerTimeout on its own
 //     answers, lifted for a forwarded request, and its HTTP/2 settings.
 //   - host.go: Host and SNI admission (R5).

@@ -2,6 +2,7 @@ package reach
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -9,6 +10,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 	"github.com/phase-console/fleet/ca"
 	"github.com/phase-console/fleet/pairing"
 	"github.com/phase-console/fleet/proxy"
+	"github.com/phase-console/fleet/proxy/fastloop"
 )
 
 // This file is the direct-reach door itself: what it is opened with, its listener, and the order
@@ -132,7 +135,8 @@ type Door struct {
 	ln     net.Listener
 	socket net.Listener // the listening socket itself, as Listen gave it: HandOff's to pass on
 	srv    *http.Server
-	served chan struct{} // closed when Serve returned
+	cs     *fastloop.ConnServer // serves ln over TLS: a device's plain requests, then srv (P2)
+	served chan struct{}        // closed when Serve returned
 
 	closeOnce sync.Once
 
@@ -205,12 +209,19 @@ func Open(ctx context.Context, cfg Config) (*Door, error) {
 	}
 	d.router = d.newRouter()
 	d.srv = proxy.NewServer(d, cfg.Log)
-	d.srv.TLSConfig = auth.TLSConfig()
-	d.srv.HTTP2 = http2Config()         // S9, R6 (answer.go)
-	d.conns.configure(d.srv, cfg.conns) // R6c
+	tlsConfig := d.conns.tlsConfig(auth.TLSConfig()) // R6d: each connection's tickets carry its handle
+	d.srv.TLSConfig = tlsConfig                      // what h2 is offered on (net/http reads it in Serve)
+	d.srv.HTTP2 = http2Config()                      // S9, R6 (answer.go)
+	d.conns.configure(d.srv, cfg.conns)              // R6c
+	// P2: the fast loop makes the handshake and serves a paired device's plain requests, after
+	// the door's own judgement (admitFast) and proxy.Door's; everything else — an unpaired
+	// caller's request, the door's own pages, a body, an upgrade, HTTP/2 — is net/http's, judged
+	// whole by ServeHTTP.
+	d.cs = &fastloop.ConnServer{Door: d.door, Server: d.srv, Admit: d.admitFast,
+		ConsoleField: consoleField, ConnContext: d.conns.connContext}
 	go func() {
 		defer close(d.served)
-		if err := d.srv.ServeTLS(ln, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := d.cs.Serve(tls.NewListener(ln, tlsConfig)); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			d.log.Error("fleet.reach-serve", "listen", d.listen.String(), "error", err.Error())
 		}
 	}()
@@ -233,7 +244,7 @@ func (d *Door) RootPEM() []byte { return d.auth.RootPEM() }
 // included) and the CA's renewals. The loopback door, and the hop, are left as they are.
 func (d *Door) Close() error {
 	d.closeOnce.Do(func() {
-		d.srv.Close()
+		d.cs.Close()
 		<-d.served
 		d.streams.cancelAll()
 		d.cfg.Hop.CloseUpgraded(func(_, login string) bool { return isDeviceLogin(login) })
@@ -262,7 +273,8 @@ func (d *Door) Socket() net.Listener { return d.socket }
 // flight finish until ctx ends, then closes the door as Close does. The socket itself is left to
 // whoever else holds it: the process the door was handed to serves on.
 func (d *Door) Drain(ctx context.Context) error {
-	err := d.srv.Shutdown(ctx)
+	d.cs.EndStreams()         // the fast loop's event streams (P2); the hop's are the supervisor's
+	err := d.cs.Shutdown(ctx) // the fast loop's connections, then net/http's
 	d.Close()
 	return err
 }
@@ -322,14 +334,63 @@ func (d *Door) Failure(r *http.Request) {
 // ServeHTTP judges r in the order documented on Door. Every answer, the door's own refusals
 // included, is recorded once (Config.Audit, proxy.Door.Recorded).
 func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.TLS == nil { // a connection whose handshake the fast loop made, then handed to net/http
+		st := fastloop.HandedTLS(r.Context())
+		if st == nil { // every connection of the door is TLS: fail closed
+			proxy.WriteRefusal(w, r, d.log, proxy.Refuse(http.StatusInternalServerError, "internal",
+				"the door lost the connection's TLS state"), "door", "reach")
+			return
+		}
+		r = r.WithContext(r.Context())
+		r.TLS = st
+	}
 	d.door.Recorded(w, r, d.serve)
+}
+
+// admitFast is the fast loop's Admit (P2): the door's own judgement of a plain GET or HEAD of a
+// console path, as serve judges it, for the one kind of request the fast loop may forward — a
+// paired device's, whose Host (and SNI) is the door's own. It marks the connection the device's
+// (R6c, R6e) and tracks the request for revocation (streams), and returns the request with the
+// device in its context for proxy.Door. Anything else is not admitted, with no effect: net/http
+// then judges the request whole (ServeHTTP), counting and logging what serve counts and logs.
+func (d *Door) admitFast(r *http.Request) (*http.Request, func(), bool) {
+	mark := d.streams.mark()
+	dev, _, ok, closed := d.authenticate(r)
+	if !ok || closed || d.admitHost(r) != nil || !forwards(r, ok) {
+		return nil, nil, false
+	}
+	c, _ := r.Context().Value(connKey{}).(*conn)
+	if c == nil {
+		return nil, nil, false
+	}
+	ctx := context.WithValue(context.WithValue(r.Context(), deviceKey{}, dev), markKey{}, mark)
+	ctx, done, ok := d.streams.track(ctx, fastAnswer{c}, dev.ID6, mark)
+	if !ok {
+		return nil, nil, false
+	}
+	c.setActive(true)
+	return r.WithContext(ctx), func() { c.setActive(false); done() }, true
+}
+
+// consoleField is the fast loop's ConsoleField: the device cookie never reaches a console (R9),
+// as stripDeviceCookie keeps it from the requests net/http forwards.
+func consoleField(name, value string) (string, bool) {
+	if !strings.EqualFold(name, "Cookie") {
+		return value, true
+	}
+	kept := withoutDeviceCookie(value)
+	return kept, kept != ""
 }
 
 func (d *Door) serve(w http.ResponseWriter, r *http.Request) {
 	r = d.ownAnswer(w, r) // S9: given up after AnswerTimeout, unless notMine forwards r
 	src := PeerAddr(r)
-	mark := d.streams.mark()           // before authenticating: a revocation told after it refuses r
-	dev, sent, ok := d.authenticate(r) // R6: a valid credential is never held back, and fails nothing
+	mark := d.streams.mark()                   // before authenticating: a revocation told after it refuses r
+	dev, sent, ok, closed := d.authenticate(r) // R6: a valid credential is never held back, and fails nothing
+	if closed {
+		// R6e: the device holds as many connections as it may, all busy, and this one is closed.
+		panic(http.ErrAbortHandler)
+	}
 	if sent && !ok {
 		w.Header().Add("Set-Cookie", pairing.ClearCookie) // R10: the browser stops sending it
 	}

@@ -90,7 +90,7 @@ func (d *Door) notMine(w http.ResponseWriter, r *http.Request) {
 		var done func()
 		mark, _ := r.Context().Value(markKey{}).(uint64) // none: 0, refused if ever revoked (fail closed)
 		rc := http.NewResponseController(w)
-		if ctx, done, ok = d.streams.track(r.Context(), rc, dev.ID6, mark); ok {
+		if ctx, done, ok = d.streams.track(r.Context(), netHTTPAnswer{rc}, dev.ID6, mark); ok {
 			defer done()
 			r = forwarded(rc, r.WithContext(ctx)) // no deadline of the door's own answers (answer.go)
 		}

@@ -3,6 +3,7 @@ package fastloop
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log"
@@ -24,7 +25,7 @@ import (
 // fast loop (heads are a few hundred bytes; a larger one goes to net/http, limit 64 KiB).
 const fastReadBuffer = 8 << 10
 
-// A ConnServer serves a door's plain (not TLS) connections: it accepts them itself, serves
+// A ConnServer serves a door's connections: it accepts them itself, serves
 // requests that fastHead admits and Door.Judge would forward with its own exchange, and hands
 // each connection to Server (net/http) at the first request it does not serve, bytes read
 // included (and the verdict made, Judged.Context).
@@ -33,6 +34,13 @@ const fastReadBuffer = 8 << 10
 // alike whichever serves it, and judged once. Door and Server are required. ConnServer replaces
 // Server.ConnContext with its own, which calls the one it replaced only for a connection it did
 // not accept itself.
+//
+// A connection that is a *tls.Conn (a listener from tls.NewListener: the direct-reach door) has
+// its handshake first, bounded by Server's ReadHeaderTimeout as net/http bounds it. One that
+// negotiated a protocol other than HTTP/1.1 (h2) is handed to Server as it is, so that net/http
+// serves it as it would have; the others' requests carry the connection's TLS state (r.TLS), and
+// a request handed to Server has it in its context (HandedTLS), since net/http sets r.TLS only on
+// a connection it handshook itself.
 type ConnServer struct {
 	Door   *proxy.Door
 	Server *http.Server
@@ -45,6 +53,19 @@ type ConnServer struct {
 	// per-connection facts). It is called once per connection, on the connection's own goroutine;
 	// a connection handed to Server keeps its values.
 	ConnContext func(ctx context.Context, c net.Conn) context.Context
+	// Admit, if not nil, is the door's own judgement of a request that fastHead admitted, made
+	// before Door.Judge: what the door checks of its caller before the shared Door does (the
+	// direct-reach door's device credential, Host and SNI). It returns the request to judge and
+	// forward (with the door's facts in its context) and done, called once the exchange is over;
+	// or ok false, and the request goes to Server unjudged, which judges it whole as it judges
+	// every request it reads itself. Admit must have no effect that judging the request again
+	// would repeat (no failure counted, nothing logged) when it returns false.
+	Admit func(r *http.Request) (admitted *http.Request, done func(), ok bool)
+	// ConsoleField, if not nil, is asked of each header line of the caller that the console's
+	// request would carry: the value to send instead, or false to send none. It is the door's
+	// own rule for what a console never sees (the direct-reach door's device cookie, R9), and
+	// must be the one the door applies to a request forwarded by Server.
+	ConsoleField func(name, value string) (string, bool)
 
 	mu        sync.Mutex
 	started   bool
@@ -336,11 +357,27 @@ type fastConn struct {
 func (fc *fastConn) serve() {
 	defer fc.recoverPanic() // once per connection, not per request
 	cs := fc.cs
+	var state *tls.ConnectionState
+	if tc, ok := fc.c.(*tls.Conn); ok {
+		if !fc.handshake(tc) {
+			return
+		}
+		st := tc.ConnectionState()
+		if st.NegotiatedProtocol != "" && st.NegotiatedProtocol != "http/1.1" {
+			fc.handOverTLS(tc) // h2: net/http's, on the connection as it is
+			return
+		}
+		state = &st
+	}
 	fc.ctx = context.WithValue(context.Background(), http.LocalAddrContextKey, fc.c.LocalAddr())
+	if state != nil {
+		fc.ctx = context.WithValue(fc.ctx, handedTLSKey{}, state)
+	}
 	if cs.ConnContext != nil {
 		fc.ctx = cs.ConnContext(fc.ctx, fc.c)
 	}
 	fc.rr.setContext(fc.ctx)
+	fc.rr.base.TLS = state
 	fc.br = fastReaders.Get().(*bufio.Reader)
 	fc.br.Reset(fc.c)
 	remote := fc.c.RemoteAddr().String()
@@ -375,15 +412,30 @@ func (fc *fastConn) serve() {
 		if cs.Prepare != nil {
 			cs.Prepare(r)
 		}
+		var done func()
+		if cs.Admit != nil {
+			admitted, d, ok := cs.Admit(r)
+			if !ok {
+				fc.handOver(s, nil) // net/http judges it whole
+				return
+			}
+			r, done = admitted, d
+		}
 		j := &fc.ex.judged // the verdict is made where the exchange uses it
 		cs.Door.Judge(r, j)
 		t, forward := j.Target()
 		if !forward {
+			if done != nil {
+				done()
+			}
 			// net/http answers it, with this verdict (Door.ServeHTTP): judged once.
 			fc.handOver(s, j)
 			return
 		}
 		keep := cs.exchangeRecorded(&fc.ex, fc.c, r, fc.rr.lines, &t)
+		if done != nil {
+			done()
+		}
 		if !keep || !fc.state.CompareAndSwap(connActive, connIdle) {
 			break
 		}
@@ -395,6 +447,59 @@ func (fc *fastConn) serve() {
 	fc.c.Close()
 	fc.br.Reset(nil)
 	fastReaders.Put(fc.br)
+}
+
+// readHeaderTimeout and idleTimeout are Server's, as net/http applies them (proxy.NewServer's
+// when not set).
+func (cs *ConnServer) readHeaderTimeout() time.Duration {
+	if t := cs.Server.ReadHeaderTimeout; t > 0 {
+		return t
+	}
+	return proxy.ReadHeaderTimeout
+}
+
+func (cs *ConnServer) idleTimeout() time.Duration {
+	if t := cs.Server.IdleTimeout; t > 0 {
+		return t
+	}
+	return proxy.IdleTimeout
+}
+
+// handshake runs c's TLS handshake within Server's ReadHeaderTimeout (net/http's bound on it);
+// false when it failed, and the connection is closed.
+func (fc *fastConn) handshake(c *tls.Conn) bool {
+	c.SetDeadline(time.Now().Add(fc.cs.readHeaderTimeout()))
+	err := c.HandshakeContext(context.Background())
+	if err == nil {
+		c.SetWriteDeadline(time.Time{})
+		return true
+	}
+	fc.state.Store(connClosed)
+	fc.cs.forget(fc)
+	c.Close()
+	return false
+}
+
+// handOverTLS gives net/http's server c, whose handshake chose a protocol that this loop does
+// not speak, as it is: nothing of it has been read.
+func (fc *fastConn) handOverTLS(c *tls.Conn) {
+	fc.state.Store(connClosed)
+	fc.cs.forget(fc)
+	c.SetDeadline(time.Time{})
+	fc.handed = true
+	if !fc.cs.handoff.give(c) {
+		c.Close()
+	}
+}
+
+// handedTLSKey holds a TLS connection's state in its requests' context (HandedTLS).
+type handedTLSKey struct{}
+
+// HandedTLS is the TLS state of the connection a request came on, when the fast loop made the
+// handshake and then handed the connection to net/http (whose r.TLS is then nil); else nil.
+func HandedTLS(ctx context.Context) *tls.ConnectionState {
+	st, _ := ctx.Value(handedTLSKey{}).(*tls.ConnectionState)
+	return st
 }
 
 // exchangeRecorded is exchange, told to the Door's audit.Recorder once the answer is complete
@@ -470,17 +575,17 @@ var fastReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, fa
 // net/http's server does); a nil head with ok means the head does not fit fc.br.
 func (fc *fastConn) readHead(first bool) (head []byte, ok bool) {
 	if first {
-		fc.c.SetReadDeadline(time.Now().Add(proxy.ReadHeaderTimeout))
+		fc.c.SetReadDeadline(time.Now().Add(fc.cs.readHeaderTimeout()))
 	} else {
 		if fc.br.Buffered() == 0 {
-			fc.c.SetReadDeadline(time.Now().Add(proxy.IdleTimeout))
+			fc.c.SetReadDeadline(time.Now().Add(fc.cs.idleTimeout()))
 			if _, err := fc.br.Peek(1); err != nil {
 				return nil, false
 			}
 		}
 		// The rest of a head that came in pieces must come within ReadHeaderTimeout.
 		if buf, _ := fc.br.Peek(fc.br.Buffered()); headEnd(buf) == 0 {
-			fc.c.SetReadDeadline(time.Now().Add(proxy.ReadHeaderTimeout))
+			fc.c.SetReadDeadline(time.Now().Add(fc.cs.readHeaderTimeout()))
 		}
 	}
 	head, err := peekHead(fc.br)
@@ -531,6 +636,9 @@ func (h *handedConn) Read(p []byte) (int, error) {
 	}
 	return h.Conn.Read(p)
 }
+
+// NetConn is the connection handed over, under what the fast loop had read of it.
+func (h *handedConn) NetConn() net.Conn { return h.Conn }
 
 // CloseWrite half-closes the connection, as net/http's server does before closing one.
 func (h *handedConn) CloseWrite() error {

@@ -1,4 +1,4 @@
-// Package fastloop is the loopback door's own HTTP/1.1 connection loop in front of net/http
+// Package fastloop is the doors' own HTTP/1.1 connection loop in front of net/http
 // (ConnServer): it serves the plain requests every page load is made of — a GET or HEAD of
 // HTTP/1.1 with no body and no upgrade, whose head fits 8 KiB and is written as every browser and
 // Tailscale Serve write one (fastHead) — on one goroutine per connection, over kept connections
@@ -30,7 +30,13 @@
 // and proxy.ScrubConsoleAnswer, R9); consoles are dialled by the Hop's dialer (Hop.Dial: the
 // owner check of the console's socket), and every failure is answered by the Hop
 // (Hop.AnswerFailed: marked down, logged, refused as Forward answers it). Package proxy does not
-// import this one; only the loopback door (package supervisor) and tests do.
+// import this one; only the two doors (package supervisor's loopback door, package reach's
+// direct-reach door, SPEC P2) and tests do.
+//
+// On the direct-reach door the loop also makes each connection's TLS handshake, hands one that
+// negotiated h2 to net/http untouched, and asks the door's own judgement first (ConnServer.Admit:
+// the device credential, Host and SNI) and the door's own rule on what a console never sees
+// (ConnServer.ConsoleField: the device cookie); the loop applies them, it decides none of them.
 //
 // # Parity: it changes no rule
 //

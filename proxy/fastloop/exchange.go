@@ -47,6 +47,7 @@ type exchange struct {
 	// so that recording it allocates nothing: its status and body bytes sent are the
 	// exchange's to fill, the rest the verdict's (Judged.FillEntry).
 	entry audit.Entry
+	field func(name, value string) (string, bool) // ConnServer.ConsoleField
 }
 
 func (ex *exchange) release() {
@@ -56,7 +57,7 @@ func (ex *exchange) release() {
 
 // writeHead writes the head of the console's request (writeConsoleHead).
 func (ex *exchange) writeHead(w *bufio.Writer) error {
-	return writeConsoleHead(w, ex.out.Method, ex.url.RequestURI(), ex.lines, ex.closes, &ex.judged)
+	return writeConsoleHeadWith(w, ex.out.Method, ex.url.RequestURI(), ex.lines, ex.closes, &ex.judged, ex.field)
 }
 
 // fastServedHook, if not nil, is told of every request the fast loop serves (tests only).
@@ -116,7 +117,7 @@ func (cs *ConnServer) exchange(ex *exchange, caller net.Conn, r *http.Request, l
 	h := cs.Door.Hop
 	ex.url = url.URL{Path: t.Path, RawQuery: r.URL.RawQuery}
 	ex.out = http.Request{Method: r.Method, URL: &ex.url, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Host: t.Addr}
-	ex.lines, ex.closes = lines, r.Close
+	ex.lines, ex.closes, ex.field = lines, r.Close, cs.ConsoleField
 	j := &ex.judged
 
 	var uc *upConn

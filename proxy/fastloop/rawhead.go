@@ -45,6 +45,13 @@ import (
 // all is written and the error is proxy.ErrUnwritable (a cleaned-up login would be a login other
 // than the one verified).
 func writeConsoleHead(w *bufio.Writer, method, uri, lines string, closes bool, j *proxy.Judged) error {
+	return writeConsoleHeadWith(w, method, uri, lines, closes, j, nil)
+}
+
+// writeConsoleHeadWith is writeConsoleHead with field, when not nil, the door's own rule on each
+// caller line that would be written (ConnServer.ConsoleField): the value to write instead, or
+// false to write none.
+func writeConsoleHeadWith(w *bufio.Writer, method, uri, lines string, closes bool, j *proxy.Judged, field func(name, value string) (string, bool)) error {
 	t, ok := j.Target()
 	if !ok || !httpguts.ValidHostHeader(t.Addr) || strings.ContainsFunc(uri, isCTL) {
 		return proxy.ErrUnwritable
@@ -70,6 +77,12 @@ func writeConsoleHead(w *bufio.Writer, method, uri, lines string, closes bool, j
 		case contract.EqualFoldASCII(name, "Host"), isHopByHop(name), framingHeader(name), proxy.IsIdentityName(name),
 			closes && contract.EqualFoldASCII(name, "Close"):
 			continue
+		}
+		if field != nil {
+			var keep bool
+			if value, keep = field(name, value); !keep {
+				continue
+			}
 		}
 		p.see(name, value)
 		writeField(w, name, value)

@@ -1,0 +1,5 @@
+//go:build !race
+
+package reach
+
+const raceEnabled = false
