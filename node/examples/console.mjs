@@ -38,7 +38,7 @@ import {
   requestPath,
   defaultTailscaleSocket,
   jsonLogger,
-} from "../src/index.js";
+} from "../src/index.mjs";
 
 const SUMMARY =
   "Run the reference console on 127.0.0.1: whoami, presence, runs, the permission hook, reach settings, SSE, WebSocket (the C rules of docs/contract.md).";

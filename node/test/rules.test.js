@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
 import { consoleServer, stateDir, raw, request, freePort } from "./helpers.js";
-import { procNetFiles } from "../src/peercred.js";
+import { procNetFiles } from "../src/peercred.cjs";
 
 const alice = "alice@example.com";
 const device = "device:phone#abc234";
@@ -207,7 +207,7 @@ test("no-assertion: a console running as tailscaled's user believes nobody local
 
 test("express() judges as middleware() does, below a mount point too", async (t) => {
   const st = stateDir(t);
-  const { createVerifier, callerOf } = await import("../src/index.js");
+  const { createVerifier, callerOf } = await import("../src/index.mjs");
   const http = await import("node:http");
   const v = createVerifier({ stateDir: st.home, watch: false, logger: () => {} });
   t.after(() => v.close());
