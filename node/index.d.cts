@@ -2,8 +2,8 @@
 // --noEmit` (test/types.ts uses every export; examples/ts/ types Express, Fastify and Hono consoles
 // with them). These are the types of require(); index.d.mts gives the same to import.
 
-import type { IncomingMessage, Server, ServerResponse } from "node:http";
-import type { Socket } from "node:net";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { Server as NetServer, Socket } from "node:net";
 import type { Duplex } from "node:stream";
 import type { Stats } from "node:fs";
 
@@ -203,7 +203,7 @@ export class Verifier {
   /** The routes `fleet check-console` probes, so that every probe runs (N5). Mount behind the verifier. */
   probeRoutes(opts?: ProbeRoutesOptions): ProbeRoutes;
   /** Judge each connection's peer once, as it arrives. */
-  attach<S extends Server>(server: S): S;
+  attach<S extends NetServer>(server: S): S;
   judgeConnection(socket: Socket): Promise<string | null>;
   refuse(res: ServerResponse, req: IncomingMessage, ref: Refusal, event?: string): void;
   refuseSocket(socket: Duplex, req: IncomingMessage, ref: Refusal, event?: string): void;
