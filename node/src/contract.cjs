@@ -1,8 +1,9 @@
-"use strict";
 // The rules a console shares with the supervisor, as package contract of the Go module holds them:
 // how header names fold (SPEC S3), which Hosts are loopback (C2), when an Origin is a request's own
 // (S12), how a bearer is read from Authorization, the console-id grammar, and what of a request a
 // log line may name (S11). Pure functions of strings; no I/O.
+
+"use strict";
 
 /** The assertion headers: only the supervisor writes them (SPEC S3, S6). */
 const HEADER_FLEET = "X-Phase-Console-Fleet";

@@ -1,4 +1,3 @@
-"use strict";
 // Who is at the other end of a loopback TCP connection on this machine: the uid that owns the
 // peer's socket, read from Linux's /proc/net/tcp and /proc/net/tcp6 as the Go module's
 // internal/peercred reads them where it may not use netlink. Everywhere else there is no answer,
@@ -7,6 +6,8 @@
 // Guarantee: any doubt is an error, never a uid — no matching socket, two matching sockets of
 // different uids, a socket no process holds (inode 0: TIME_WAIT, orphans, with a made-up uid 0),
 // the invalid uid 4294967295, a table past its bound, a read error, or a platform other than Linux.
+
+"use strict";
 
 const fs = require("node:fs/promises");
 const os = require("node:os");

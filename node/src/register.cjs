@@ -1,5 +1,6 @@
-"use strict";
 // Registration with the supervisor (SPEC S8), as the Go reference console's Registrar does it.
+
+"use strict";
 
 const net = require("node:net");
 const http = require("node:http");

@@ -1,5 +1,6 @@
-"use strict";
 // The bearer of every live run, for the permission hook (SPEC C6), as the Go package's Runs.
+
+"use strict";
 
 const { randomBytes } = require("node:crypto");
 const { constantTimeEqual } = require("./token.cjs");

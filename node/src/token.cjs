@@ -1,6 +1,7 @@
-"use strict";
 // The fleet token file: read as a private file (SPEC F1) and followed through rotations (C1), as
 // the Go module's internal/state reads and follows it.
+
+"use strict";
 
 const fs = require("node:fs");
 const { createHmac, randomBytes, timingSafeEqual } = require("node:crypto");

@@ -1,6 +1,7 @@
-"use strict";
 // The judgement of every request a console receives (SPEC C1–C7), in the order of the Go package
 // github.com/phase-console/fleet/console, and what a console wraps its handlers in.
+
+"use strict";
 
 const fs = require("node:fs");
 const os = require("node:os");
