@@ -1,8 +1,10 @@
-"use strict";
 // @phase-console/fleet-console — what a Node console requires or imports to believe the fleet
 // supervisor (SPEC C1–C7, N1–N5): the same decision, in the same order, as the Go package
-// github.com/phase-console/fleet/console. This file is the one implementation; index.mjs gives the
-// same objects to ES modules, so a process that loads both gets one verifier state, not two.
+// github.com/phase-console/fleet/console. This is the entry for require(); index.mjs hands the very
+// same objects to ES modules, so the package has one implementation and a process that loads it
+// both ways keeps one verifier state (who was judged, which runs live), not two.
+
+"use strict";
 
 const verifier = require("./verifier.cjs");
 const runs = require("./runs.cjs");
