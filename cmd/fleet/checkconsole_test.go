@@ -147,3 +147,112 @@ func TestCheckConsole_URLWithoutScheme(t *testing.T) {
 		t.Fatalf("exit %d\n%s%s", st, out, errOut)
 	}
 }
+
+// minimalConsole is a console as most are written: the verifier's middleware in front of its own
+// page at "/" and nothing else — none of the reference console's probe routes.
+func minimalConsole(t *testing.T, home string) *httptest.Server {
+	t.Helper()
+	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	v, err := console.New(console.Config{StateDir: home, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { v.Close() })
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "<h1>my console</h1>") })
+	srv := httptest.NewServer(v.Middleware(mux))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// TestCheckConsole_MinimalConsoleSkips_N5: a console without /whoami, /presence, /runs and
+// /settings/reach breaks no rule: every probe that needs one of them is SKIP naming it, every
+// refusal probe still runs (on "/") and passes, exit 0. With --require-all the SKIPs are FAILs.
+func TestCheckConsole_MinimalConsoleSkips_N5(t *testing.T) {
+	home, tok := newTokenHome(t)
+	srv := minimalConsole(t, home)
+	st, out, errOut := fleetCmd("check-console", "--url", srv.URL, "--state-dir", home)
+	if st != 0 || strings.Contains(out, "FAIL") {
+		t.Fatalf("exit %d\n%s%s", st, out, errOut)
+	}
+	counts := map[string]int{}
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		word, _, _ := strings.Cut(l, " ")
+		counts[word]++
+		if word == "SKIP" && !strings.Contains(l, ": needs /") {
+			t.Errorf("a SKIP that names no route: %q", l)
+		}
+	}
+	for _, want := range []string{
+		"SKIP C4 no assertion: scope local (baseline): needs /whoami",
+		"SKIP C1 right bearer believed: scope remote, login as asserted: needs /whoami",
+		"SKIP C5 presence open to a local caller: needs /presence",
+		"SKIP C7 a local caller can change reach settings: needs /settings/reach",
+		"SKIP C6 start a run (POST /runs, local) for the hook probes: needs /runs",
+		"SKIP C6 run token accepted: needs /runs",
+		"PASS C1 bearer wrong by one byte (last) → 401 fleet-bad-token",
+		"PASS C1 malformed: login without bearer → 401 fleet-bad-token",
+		"PASS C2 Host evil.example with the right bearer → 421 fleet-not-loopback",
+		"PASS C2 no assertion, Host localhost.evil.example, same-origin POST /presence → 421 (DNS rebinding)",
+		"PASS C3 order: proxy header + foreign Host + bad bearer → 403 fleet-and-proxy (C3 before C2, C1)",
+	} {
+		if !strings.Contains(out, want+"\n") {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	if counts["PASS"] < 25 || counts["SKIP"] < 20 {
+		t.Errorf("PASS %d, SKIP %d:\n%s", counts["PASS"], counts["SKIP"], out)
+	}
+
+	st, out, _ = fleetCmd("check-console", "--require-all", "--url", srv.URL, "--state-dir", home)
+	if st != 1 || strings.Contains(out, "SKIP") || !strings.Contains(out, "FAIL C4 no assertion: scope local (baseline): sent nothing, got the console lacks /whoami (--require-all)\n") {
+		t.Fatalf("--require-all: exit %d\n%s", st, out)
+	}
+	if strings.Contains(out, tok) {
+		t.Fatal("the token was printed")
+	}
+}
+
+// TestCheckConsole_BelievesWithoutBearer_N5: a console without the probe routes that believes an
+// assertion without the bearer (it reads the login header alone) FAILs C1 — a SKIP never hides a
+// violation a refusal probe can see — and exits 1.
+func TestCheckConsole_BelievesWithoutBearer_N5(t *testing.T) {
+	home, tok := newTokenHome(t)
+	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	v, err := console.New(console.Config{StateDir: home, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	page := v.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/" {
+			http.NotFound(w, r)
+			return
+		}
+		io.WriteString(w, "<h1>my console</h1>")
+	}))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if login := r.Header.Get("X-Phase-Console-Fleet-Login"); login != "" && r.Header.Get("X-Phase-Console-Fleet") == "" {
+			io.WriteString(w, "hello "+login) // believed, no bearer looked at
+			return
+		}
+		page.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	st, out, errOut := fleetCmd("check-console", "--url", srv.URL, "--state-dir", home)
+	if st != 1 {
+		t.Fatalf("exit %d\n%s%s", st, out, errOut)
+	}
+	if !strings.Contains(out, "FAIL C1 malformed: login without bearer → 401 fleet-bad-token: sent GET / Host=127.0.0.1:") ||
+		!strings.Contains(out, "SKIP C4 no assertion: scope local (baseline): needs /whoami") {
+		t.Errorf("output:\n%s", out)
+	}
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		if strings.HasPrefix(l, "FAIL") && !strings.HasPrefix(l, "FAIL C1 ") {
+			t.Errorf("a FAIL beyond C1: %q", l)
+		}
+	}
+	if strings.Contains(out, tok) {
+		t.Fatal("the token was printed")
+	}
+}

@@ -13,6 +13,14 @@
 //
 // A refusal's reason word is read from the X-Fleet-Reason response header, else from the body.
 //
+// A console need not have those routes (SPEC N5). The checker asks each of them first as a local
+// caller — GET /whoami, POST /presence, POST /settings/reach, POST /runs — and takes an answer of
+// 404, 405 or 501 (for /whoami also a 2xx that is not the JSON above, such as a single-page app's
+// fallback) to mean the console lacks the route. A probe that needs a route the console lacks is
+// SKIP, naming the route; a probe that wants a refusal, which a console's verifier gives before any
+// routing, is sent to "/" instead of a route the console lacks, so it still runs. Only a probe that
+// ran and got the wrong answer is FAIL.
+//
 // The checker sends the real fleet token, so it talks only to a loopback literal (CheckURL), uses no
 // proxy, follows no redirect, and never prints a token: what it sent is written with placeholders
 // such as <fleet token> or <fleet token, last byte changed>, and every token is cut out of what it
@@ -42,17 +50,38 @@ type Result struct {
 	Rule string // "C1" … "C7": the rule the probe proves (for an order probe, the rule that must win)
 	What string // what the probe tries, in a few words
 	OK   bool
-	Sent string // the request, with every secret as a placeholder
-	Got  string // the answer: status, reason, and a short body with every token cut out
+	// Needs, when set, is the route the probe needs and the console lacks ("/whoami"): the probe
+	// was not sent, and the result is SKIP (OK is false, Failed is false).
+	Needs string
+	Sent  string // the request, with every secret as a placeholder
+	Got   string // the answer: status, reason, and a short body with every token cut out
 }
 
-// String is the line `fleet check-console` prints: "PASS <rule> <what>" or
-// "FAIL <rule> <what>: sent …, got …".
+// Skipped reports whether the probe was not sent because the console lacks the route it needs.
+func (r Result) Skipped() bool { return r.Needs != "" }
+
+// Failed reports whether the probe ran and got a wrong answer: a real violation.
+func (r Result) Failed() bool { return !r.OK && r.Needs == "" }
+
+// String is the line `fleet check-console` prints: "PASS <rule> <what>",
+// "FAIL <rule> <what>: sent …, got …" or "SKIP <rule> <what>: needs <route>".
 func (r Result) String() string {
-	if r.OK {
+	switch {
+	case r.OK:
 		return fmt.Sprintf("PASS %s %s", r.Rule, r.What)
+	case r.Needs != "":
+		return fmt.Sprintf("SKIP %s %s: needs %s", r.Rule, r.What, r.Needs)
 	}
 	return fmt.Sprintf("FAIL %s %s: sent %s, got %s", r.Rule, r.What, r.Sent, r.Got)
+}
+
+// Required is r as `fleet check-console --require-all` prints and counts it: a SKIP becomes a
+// FAIL that names the route the console lacks.
+func (r Result) Required() Result {
+	if r.Needs == "" {
+		return r
+	}
+	return Result{Rule: r.Rule, What: r.What, Sent: "nothing", Got: "the console lacks " + r.Needs + " (--require-all)"}
 }
 
 // CheckURL accepts the console's base URL: http, a loopback IP literal (127.0.0.0/8 or [::1]) and a
@@ -134,7 +163,7 @@ func Check(ctx context.Context, baseURL, token string) []Result {
 	if err != nil {
 		return []Result{{Rule: "URL", What: "console URL is a loopback literal", Sent: "nothing", Got: err.Error()}}
 	}
-	c := &checker{base: u, token: token, client: newClient()}
+	c := &checker{base: u, token: token, client: newClient(), lacks: map[string]bool{}}
 	_, c.port, _ = net.SplitHostPort(u.Host)
 	return c.run(ctx)
 }
@@ -147,4 +176,5 @@ type checker struct {
 	runToken string
 	client   *http.Client
 	results  []Result
+	lacks    map[string]bool // the probe routes the console answered 404, 405 or 501 (see the package doc)
 }

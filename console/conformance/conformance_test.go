@@ -492,3 +492,51 @@ func TestPreflight(t *testing.T) {
 		t.Errorf("a dead port: %v, want ErrNoAnswer naming the address", err)
 	}
 }
+
+// TestCheck_SkipsWhatAConsoleLacks_N5: a single-page app behind the Go verifier — every GET is its
+// page (200 HTML), every other method 405 — lacks every probe route. Each probe that needs one is
+// SKIP naming it, none FAILs, and the refusal probes still ran (on "/") and passed.
+func TestCheck_SkipsWhatAConsoleLacks_N5(t *testing.T) {
+	home := tokenHome(t)
+	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	v, err := console.New(console.Config{StateDir: home, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	spa := v.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet {
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html")
+		io.WriteString(w, "<!doctype html><div id=app></div>")
+	}))
+	res := check(t, spa)
+	needs := map[string]int{}
+	passed := 0
+	for _, r := range res {
+		switch {
+		case r.Failed():
+			t.Errorf("FAIL on a console that breaks no rule: %s", r)
+		case r.Skipped():
+			needs[r.Needs]++
+			if !strings.HasPrefix(r.String(), "SKIP "+r.Rule+" ") || !strings.HasSuffix(r.String(), ": needs "+r.Needs) {
+				t.Errorf("SKIP line %q", r)
+			}
+		default:
+			passed++
+		}
+	}
+	for _, route := range []string{"/whoami", "/presence", "/runs", "/settings/reach"} {
+		if needs[route] == 0 {
+			t.Errorf("no SKIP names %s:\n%s", route, dump(res))
+		}
+	}
+	if passed < 25 {
+		t.Errorf("only %d refusal probes ran and passed:\n%s", passed, dump(res))
+	}
+	if r := (Result{Rule: "C4", What: "x", Needs: "/whoami"}).Required(); !r.Failed() || !strings.Contains(r.String(), "lacks /whoami") {
+		t.Errorf("Required() of a SKIP: %s", r)
+	}
+}

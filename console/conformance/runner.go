@@ -68,15 +68,55 @@ func (c *checker) send(ctx context.Context, p probe) (answer, error) {
 }
 
 func (c *checker) probe(ctx context.Context, p probe) Result {
+	if p.needs != "" && c.lacks[p.needs] {
+		return Result{Rule: p.rule, What: p.what, Needs: p.needs}
+	}
+	if c.lacks[routeOf(p.path)] {
+		// A probe that wants a refusal: the verifier answers it before any routing, on "/" too.
+		p.path = "/"
+	}
 	r := Result{Rule: p.rule, What: p.what, Sent: c.describe(p)}
 	a, err := c.send(ctx, p)
 	if err != nil {
 		r.Got = "no answer: " + err.Error()
 		return r
 	}
+	if p.finds != "" && lacksRoute(p.finds, a) {
+		c.lacks[p.finds] = true
+		return Result{Rule: p.rule, What: p.what, Needs: p.finds}
+	}
 	r.Got = c.show(a)
 	r.OK = c.match(p.want, a)
 	return r
+}
+
+// routeOf is the probe route that path belongs to, or "" for any other path.
+func routeOf(path string) string {
+	switch {
+	case path == "/whoami", path == "/presence", path == "/settings/reach", path == "/runs":
+		return path
+	case strings.HasPrefix(path, "/runs/"):
+		return "/runs"
+	}
+	return ""
+}
+
+// lacksRoute reports whether a, the answer to a local caller's request for route, says the console
+// has no such route: 404, 405 or 501; for /whoami also a 2xx that is not {"scope","login"} (a
+// single-page app's fallback page). Any other answer, a refusal included, is judged by the probe.
+func lacksRoute(route string, a answer) bool {
+	switch a.status {
+	case http.StatusNotFound, http.StatusMethodNotAllowed, http.StatusNotImplemented:
+		return true
+	}
+	if route == "/whoami" && a.status >= 200 && a.status <= 299 {
+		var who struct {
+			Scope *string `json:"scope"`
+			Login *string `json:"login"`
+		}
+		return json.Unmarshal(a.body, &who) != nil || who.Scope == nil || who.Login == nil
+	}
+	return false
 }
 
 func (c *checker) match(w expect, a answer) bool {
@@ -103,7 +143,8 @@ func (c *checker) match(w expect, a answer) bool {
 	return true
 }
 
-// startRun asks for a run token (POST /runs, local). On failure it records a FAIL for C6.
+// startRun asks for a run token (POST /runs, local). On failure it records a FAIL for C6; when
+// the console lacks /runs, a SKIP, and every probe that needs a run is SKIP too.
 func (c *checker) startRun(ctx context.Context) bool {
 	p := probe{rule: "C6", what: "start a run (POST /runs, local) for the hook probes", method: "POST", path: "/runs", body: "{}"}
 	r := Result{Rule: p.rule, What: p.what, Sent: c.describe(p)}
@@ -111,6 +152,11 @@ func (c *checker) startRun(ctx context.Context) bool {
 	if err != nil {
 		r.Got = "no answer: " + err.Error()
 		c.results = append(c.results, r)
+		return false
+	}
+	if lacksRoute("/runs", a) {
+		c.lacks["/runs"] = true
+		c.results = append(c.results, Result{Rule: p.rule, What: p.what, Needs: "/runs"})
 		return false
 	}
 	var run struct {
@@ -130,6 +176,6 @@ func (c *checker) startRun(ctx context.Context) bool {
 
 // endRun ends the run (DELETE /runs/<id>, local) and records the result.
 func (c *checker) endRun(ctx context.Context) {
-	p := probe{rule: "C6", what: "end the run (DELETE /runs/<id>, local)", method: "DELETE", path: "/runs/" + url.PathEscape(c.runID), want: expect{ok2xx: true}}
+	p := probe{rule: "C6", what: "end the run (DELETE /runs/<id>, local)", method: "DELETE", path: "/runs/" + url.PathEscape(c.runID), want: expect{ok2xx: true}, needs: "/runs"}
 	c.results = append(c.results, c.probe(ctx, p))
 }

@@ -38,7 +38,7 @@ import {
   requestPath,
   defaultTailscaleSocket,
   jsonLogger,
-} from "../src/index.js";
+} from "../src/index.mjs";
 
 const SUMMARY =
   "Run the reference console on 127.0.0.1: whoami, presence, runs, the permission hook, reach settings, SSE, WebSocket (the C rules of docs/contract.md).";
@@ -451,10 +451,17 @@ server.listen(Number(opts.port), "127.0.0.1", () => {
   log("INFO", "console.listening", { console: opts.id, addr });
   const registration = verifier.register({ id: opts.id, addr, name, supervisor: opts.supervisor });
   let stopping = false;
+  // A registration the supervisor refuses for good (any 4xx but 429) is said once, and the
+  // console stops: it would otherwise run unreachable through the supervisor.
+  registration.ready.catch((err) => {
+    if (stopping) return;
+    process.stderr.write(`fleet console: the supervisor refused the registration of ${opts.id}: ${err.message}\n`);
+    process.exit(1);
+  });
   const stop = async () => {
     if (stopping) return;
     stopping = true;
-    await registration.deregister();
+    await registration.close();
     for (const s of streams) s.destroy();
     for (const s of sockets) s.destroy();
     server.close();

@@ -7,7 +7,7 @@ import path from "node:path";
 import net from "node:net";
 import http from "node:http";
 import { randomBytes } from "node:crypto";
-import { createVerifier, callerOf, runOf, Runs } from "../src/index.js";
+import { createVerifier, callerOf, runOf, Runs } from "../src/index.mjs";
 
 export function newToken() {
   return randomBytes(32).toString("base64url");

@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import http from "node:http";
 import path from "node:path";
 import { EventEmitter } from "node:events";
-import { createVerifier, checkSupervisorAddr } from "../src/index.js";
+import { createVerifier, checkSupervisorAddr } from "../src/index.mjs";
 import { stateDir, writePrivate, freePort } from "./helpers.js";
 
 // fakeSupervisor answers the registration API on port, keeping its registry in memory (so a

@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
 import { consoleServer, stateDir, raw, request, freePort } from "./helpers.js";
-import { procNetFiles } from "../src/peercred.js";
+import { procNetFiles } from "../src/peercred.cjs";
 
 const alice = "alice@example.com";
 const device = "device:phone#abc234";
@@ -161,18 +161,28 @@ test("C1 a token file that is too open believes no assertion; local callers are 
 test("no-assertion: a peer socket of another uid is not local (its owner read from /proc/net/tcp)", { skip: process.platform !== "linux" }, async (t) => {
   const st = stateDir(t);
   const c = await consoleServer(t, { stateDir: st.home });
-  const localPort = await freePort();
   // A table in which the client's end of the coming connection is owned by uid 4242.
   const hex = (p) => p.toString(16).toUpperCase().padStart(4, "0");
   const table = path.join(st.home, "tcp");
-  fs.writeFileSync(
-    table,
-    "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n" +
-      `   0: 0100007F:${hex(localPort)} 0100007F:${hex(c.port)} 01 00000000:00000000 00:00000000 00000000  4242        0 999999 1 0000000000000000 20 4 30 10 -1\n`,
-  );
   const saved = procNetFiles.splice(0, procNetFiles.length, table);
   t.after(() => procNetFiles.splice(0, procNetFiles.length, ...saved));
-  const got = await raw(c.port, request("GET", "/whoami", [["Host", `127.0.0.1:${c.port}`]]), { localPort });
+  // The client's port is chosen before the connection; on a busy machine the kernel may hand it to
+  // another socket in between (EADDRINUSE), so a few are tried.
+  let got;
+  for (let attempt = 0; ; attempt++) {
+    const localPort = await freePort();
+    fs.writeFileSync(
+      table,
+      "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n" +
+        `   0: 0100007F:${hex(localPort)} 0100007F:${hex(c.port)} 01 00000000:00000000 00:00000000 00000000  4242        0 999999 1 0000000000000000 20 4 30 10 -1\n`,
+    );
+    try {
+      got = await raw(c.port, request("GET", "/whoami", [["Host", `127.0.0.1:${c.port}`]]), { localPort });
+      break;
+    } catch (err) {
+      if (err.code !== "EADDRINUSE" || attempt >= 20) throw err;
+    }
+  }
   assert.equal(got.status, 403);
   assert.equal(got.reason, "no-assertion");
   assert.match(c.logs.find((l) => l.reason === "no-assertion").detail, /another user \(uid 4242\)/);
@@ -207,7 +217,7 @@ test("no-assertion: a console running as tailscaled's user believes nobody local
 
 test("express() judges as middleware() does, below a mount point too", async (t) => {
   const st = stateDir(t);
-  const { createVerifier, callerOf } = await import("../src/index.js");
+  const { createVerifier, callerOf } = await import("../src/index.mjs");
   const http = await import("node:http");
   const v = createVerifier({ stateDir: st.home, watch: false, logger: () => {} });
   t.after(() => v.close());

@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
 import { execFileSync } from "node:child_process";
-import { TokenFollower, readPrivateFile, parseToken, ROTATION_GRACE_MS } from "../src/token.js";
+import { TokenFollower, readPrivateFile, parseToken, ROTATION_GRACE_MS } from "../src/token.cjs";
 import { stateDir, newToken, writePrivate } from "./helpers.js";
 
 // fakeClock: wall and monotonic time that move only when told to.

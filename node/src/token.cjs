@@ -1,16 +1,18 @@
 // The fleet token file: read as a private file (SPEC F1) and followed through rotations (C1), as
 // the Go module's internal/state reads and follows it.
 
-import fs from "node:fs";
-import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
+"use strict";
+
+const fs = require("node:fs");
+const { createHmac, randomBytes, timingSafeEqual } = require("node:crypto");
 
 /** How long the previous token is still believed after a rotation (SPEC C1). */
-export const ROTATION_GRACE_MS = 10_000;
+const ROTATION_GRACE_MS = 10_000;
 /** How many random bytes a fleet token carries at least. */
-export const TOKEN_BYTES = 32;
+const TOKEN_BYTES = 32;
 
 /** A ModeError says that a file is too open, someone else's or not a regular file, and the fix. */
-export class ModeError extends Error {
+class ModeError extends Error {
   constructor(path, mode, why, fix) {
     const perm = (Number(mode) & 0o777).toString(8).padStart(4, "0");
     super(`${path} ${why} (mode ${perm})${fix ? "; fix: " + fix : ""}`);
@@ -44,7 +46,7 @@ function checkPrivateFile(path, st) {
  * it. A symlink or another file swapped in at the path is never read. Returns {data, stat} (the
  * fstat, bigint, taken before the bytes were read). Fails closed where O_NOFOLLOW is unknown.
  */
-export function readPrivateFile(path, maxBytes = 1 << 20) {
+function readPrivateFile(path, maxBytes = 1 << 20) {
   const { O_RDONLY, O_NOFOLLOW, O_NONBLOCK } = fs.constants;
   if (O_NOFOLLOW === undefined) throw new Error(`${path}: this platform cannot open a file without following a symlink`);
   let fd;
@@ -85,7 +87,7 @@ export function readPrivateFile(path, maxBytes = 1 << 20) {
  * parseToken validates a token file's contents: one line of base64url (padding dropped) that
  * decodes to at least 32 bytes. The error never contains the token.
  */
-export function parseToken(data) {
+function parseToken(data) {
   let s = Buffer.isBuffer(data) ? data.toString("latin1") : String(data);
   if (s.endsWith("\n")) s = s.slice(0, -1);
   if (s.endsWith("\r")) s = s.slice(0, -1);
@@ -130,7 +132,7 @@ function digest(s) {
   return createHmac("sha256", compareKey).update(s, "latin1").digest();
 }
 /** constantTimeEqual reports whether a === b, in time that does not depend on where they differ. */
-export function constantTimeEqual(a, b) {
+function constantTimeEqual(a, b) {
   const ok = timingSafeEqual(digest(a), digest(b));
   return ok && a.length === b.length;
 }
@@ -139,7 +141,7 @@ export function constantTimeEqual(a, b) {
  * The default clock: wall time for the file's age, a monotonic one for the grace's deadlines, so
  * that a step of the wall clock never stretches the grace.
  */
-export const systemClock = {
+const systemClock = {
   now: () => Date.now(),
   monotonic: () => performance.now(),
 };
@@ -153,7 +155,7 @@ export const systemClock = {
  * that is missing, unreadable, too open or malformed believes no token at all (fail closed) until
  * it reads right again, which the next refresh tries whether or not the file changed.
  */
-export class TokenFollower {
+class TokenFollower {
   /** @param {string} path @param {{now(): number, monotonic?(): number}} [clock] */
   constructor(path, clock = systemClock) {
     this.path = path;
@@ -241,3 +243,5 @@ export class TokenFollower {
     return this.match(got);
   }
 }
+
+module.exports = { ROTATION_GRACE_MS, TOKEN_BYTES, ModeError, readPrivateFile, parseToken, constantTimeEqual, systemClock, TokenFollower };

@@ -1,8 +1,9 @@
-// Types of @phase-console/fleet-console, written by hand beside src/ and checked by `tsc --noEmit`
-// (test/types.ts uses every export).
+// Types of @phase-console/fleet-console, written by hand beside src/ and checked by `tsc --strict
+// --noEmit` (test/types.ts uses every export; examples/ts/ types Express, Fastify and Hono consoles
+// with them). These are the types of require(); index.d.mts gives the same to import.
 
-import type { IncomingMessage, Server, ServerResponse } from "node:http";
-import type { Socket } from "node:net";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { Server as NetServer, Socket } from "node:net";
 import type { Duplex } from "node:stream";
 import type { Stats } from "node:fs";
 
@@ -94,8 +95,46 @@ export interface VerifierConfig {
 }
 
 export type RequestListener = (req: IncomingMessage, res: ServerResponse) => unknown;
-export type ExpressStyleHandler = (req: IncomingMessage, res: ServerResponse, next?: (err?: unknown) => void) => unknown;
 export type UpgradeListener = (req: IncomingMessage, socket: Duplex, head: Buffer) => unknown;
+
+/**
+ * Any request handler a guard can wrap: node:http `(req, res)`, Express `(req, res, next)`,
+ * Fastify `(request, reply)` and Hono `(c, next)` on @hono/node-server. A guard returns the very
+ * type it is given, so a typed handler stays typed, with no cast.
+ */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type AnyHandler = (...args: any[]) => unknown;
+
+/** What callerOf and runOf read the caller from: a node:http or Express request, a Fastify request, a Hono context. */
+export type JudgedRequest = IncomingMessage | { readonly raw: IncomingMessage } | { readonly env: unknown; readonly req: unknown };
+
+/** A Fastify plugin (register it with `await app.register(…)`), typed without depending on fastify. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type FastifyPlugin = (instance: any, opts: Record<string, unknown>, done: (err?: Error) => void) => void;
+
+/** A Hono middleware, typed without depending on hono. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type HonoMiddleware = (c: any, next: () => Promise<void>) => Promise<Response | void>;
+
+/** An Express/Connect-style middleware; next is optional so that node:http can call it too. */
+export type ExpressMiddleware = (req: IncomingMessage, res: ServerResponse, next: (err?: unknown) => void) => void;
+
+/**
+ * The routes `fleet check-console` probes (N5): GET /whoami, POST /presence, POST /runs,
+ * DELETE /runs/<id>, POST /hooks/permission-request, GET|POST /settings/reach. As a function it is
+ * node:http/Express middleware (passes other paths to next, else 404); `.fastify` and `.hono` are
+ * the same routes for those frameworks.
+ */
+export interface ProbeRoutes {
+  (req: IncomingMessage, res: ServerResponse, next?: (err?: unknown) => void): void;
+  readonly fastify: FastifyPlugin;
+  readonly hono: HonoMiddleware;
+}
+
+export interface ProbeRoutesOptions {
+  /** The runs whose tokens the permission hook takes; default a new Runs. */
+  runs?: Runs;
+}
 
 export interface RegisterOptions {
   /** The console id, [a-z0-9][a-z0-9-]{0,62}. */
@@ -113,13 +152,29 @@ export interface RegisterOptions {
   onAttempt?: (err: Error | null, status: number) => void;
 }
 
+/** Why the supervisor refused a registration for good (any 4xx but 429), or "closed". */
+export class RegistrationError extends Error {
+  private constructor();
+  /** The supervisor's status; 0 when close() came first. */
+  readonly status: number;
+  /** The supervisor's reason word ("bad-registration", "fleet-bad-token", …), or "closed". */
+  readonly reason: string;
+}
+
 export class Registration {
   private constructor();
   readonly id: string;
   readonly addr: string;
   /** Where the supervisor was last registered with, "" before. */
   readonly registeredAt: string;
-  /** Stops registering and DELETEs the registration (best effort, two seconds). */
+  /**
+   * Resolves at the first success; rejects with a RegistrationError on any 4xx but 429 (after which
+   * nothing of the registration keeps running) or when close() comes first. Never unhandled.
+   */
+  readonly ready: Promise<{ status: number; supervisor: string }>;
+  /** Stops everything at once (a retry's wait too) and DELETEs the registration if it was taken (best effort, two seconds). */
+  close(): Promise<void>;
+  /** The same as close(). */
   deregister(): Promise<void>;
 }
 
@@ -130,23 +185,32 @@ export class Verifier {
   /** Judges req in the Go package's order. Any error refuses. */
   verify(req: IncomingMessage): Promise<Verdict>;
   /** For node:http: every request judged before handler; refusals answered and logged. */
-  middleware(handler: RequestListener): RequestListener;
-  /** For Express-style apps: app.use(v.express()). */
-  express(): (req: IncomingMessage, res: ServerResponse, next: (err?: unknown) => void) => void;
+  middleware<H extends RequestListener>(handler: H): H;
+  /** For Express (and Connect): app.use(v.express()), before every route. */
+  express(): ExpressMiddleware;
+  /** For Fastify: await app.register(v.fastify()) — an onRequest hook on the whole app. */
+  fastify(): FastifyPlugin;
+  /** For Hono on @hono/node-server: app.use(v.hono()), first. */
+  hono(): HonoMiddleware;
   /** For server.on("upgrade", …): the same judgement; a refusal is written on the socket. */
-  upgrade(handler: UpgradeListener): UpgradeListener;
+  upgrade<H extends UpgradeListener>(handler: H): H;
   /** C5: scope remote is 403 local-only. */
-  localOnly<H extends ExpressStyleHandler>(handler: H): H;
+  localOnly<H extends AnyHandler>(handler: H): H;
   /** C6: the permission hook's guard; handler sees runOf(req). */
-  permissionHook<H extends ExpressStyleHandler>(runs: Runs | null, handler: H): H;
+  permissionHook<H extends AnyHandler>(runs: Runs | null, handler: H): H;
   /** C7: a device login may read reach settings, never change them. */
-  reachSettings<H extends ExpressStyleHandler>(handler: H): H;
+  reachSettings<H extends AnyHandler>(handler: H): H;
+  /** The routes `fleet check-console` probes, so that every probe runs (N5). Mount behind the verifier. */
+  probeRoutes(opts?: ProbeRoutesOptions): ProbeRoutes;
   /** Judge each connection's peer once, as it arrives. */
-  attach<S extends Server>(server: S): S;
+  attach<S extends NetServer>(server: S): S;
   judgeConnection(socket: Socket): Promise<string | null>;
   refuse(res: ServerResponse, req: IncomingMessage, ref: Refusal, event?: string): void;
   refuseSocket(socket: Duplex, req: IncomingMessage, ref: Refusal, event?: string): void;
-  /** Registers with the supervisor now, and keeps it registered until deregister(). */
+  /**
+   * Registers with the supervisor now, and keeps it registered until close().
+   * @throws {TypeError} naming every bad field (id, addr, name, supervisor) and its rule, before anything is sent.
+   */
   register(opts: RegisterOptions): Registration;
   /** The current fleet token, for registration only; throws when none is believed. */
   bearer(): string;
@@ -157,8 +221,13 @@ export class Verifier {
 }
 
 export function createVerifier(cfg?: VerifierConfig): Verifier;
-export function callerOf(req: IncomingMessage): Caller | undefined;
-export function runOf(req: IncomingMessage): string | undefined;
+/**
+ * The caller the verifier judged for req.
+ * @throws {Error} when the verifier has not passed req (no middleware in front of the handler).
+ */
+export function callerOf(req: JudgedRequest): Caller;
+/** The run whose bearer permissionHook accepted for req, else undefined. */
+export function runOf(req: JudgedRequest): string | undefined;
 export function isDeviceLogin(login: string): boolean;
 export function isHookPath(decodedPath: string): boolean;
 export function requestPath(req: IncomingMessage): string | null;

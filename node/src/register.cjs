@@ -1,18 +1,20 @@
 // Registration with the supervisor (SPEC S8), as the Go reference console's Registrar does it.
 
-import net from "node:net";
-import http from "node:http";
-import path from "node:path";
-import { readPrivateFile } from "./token.js";
-import { isLoopbackAddress } from "./contract.js";
-import { serverUid } from "./peercred.js";
+"use strict";
+
+const net = require("node:net");
+const http = require("node:http");
+const path = require("node:path");
+const { readPrivateFile } = require("./token.cjs");
+const { isLoopbackAddress, validConsoleId } = require("./contract.cjs");
+const { serverUid } = require("./peercred.cjs");
 
 /**
  * checkSupervisorAddr accepts a loopback IP literal with a port (127.0.0.0/8 or [::1], no zone,
  * not IPv4-mapped, port 1-65535) and returns {host, port}; it throws for anything else — a name,
  * even localhost, is refused: the bearer would go wherever a resolver points it.
  */
-export function checkSupervisorAddr(addr) {
+function checkSupervisorAddr(addr) {
   const bad = () => new Error(`supervisor address ${JSON.stringify(addr)}: not a loopback literal with a port (want 127.0.0.1:PORT or [::1]:PORT)`);
   let m = /^\[([0-9A-Fa-f:]+)\]:([0-9]{1,5})$/.exec(addr);
   let host;
@@ -46,19 +48,29 @@ const sleep = (ms, signal) =>
  * accepted it (or, until it does, the socket listening there) is this user's: the fleet token is
  * never sent to another user's process that took the port. Outside Linux it fails closed.
  */
-export function dialOwn(host, port, timeoutMs = 5000, platform = process.platform) {
+function dialOwn(host, port, timeoutMs = 5000, platform = process.platform, signal = undefined) {
   return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(new Error(`connect ${host}:${port}: stopped`));
     const s = net.connect({ host, port });
+    const onAbort = () => {
+      clearTimeout(t);
+      s.destroy();
+      reject(new Error(`connect ${host}:${port}: stopped`));
+    };
+    signal?.addEventListener("abort", onAbort, { once: true });
     const t = setTimeout(() => {
+      signal?.removeEventListener("abort", onAbort);
       s.destroy();
       reject(new Error(`connect ${host}:${port}: timed out`));
     }, timeoutMs);
     s.once("error", (err) => {
       clearTimeout(t);
+      signal?.removeEventListener("abort", onAbort);
       reject(err);
     });
     s.once("connect", async () => {
       clearTimeout(t);
+      signal?.removeEventListener("abort", onAbort);
       try {
         const uid = await serverUid(s.localAddress, s.localPort, s.remoteAddress, s.remotePort, 3000, platform);
         const me = process.geteuid?.();
@@ -74,6 +86,60 @@ export function dialOwn(host, port, timeoutMs = 5000, platform = process.platfor
 }
 
 /**
+ * validateRegistration checks what register() is given, all fields at once, by the supervisor's own
+ * rules (SPEC S8, N3): id [a-z0-9][a-z0-9-]{0,62}; addr a loopback IP literal with a port; name at
+ * most 100 bytes of UTF-8 without control characters; supervisor, when given, a loopback literal
+ * with a port. It throws one TypeError naming every bad field and its rule.
+ */
+function validateRegistration(opts) {
+  if (!opts || typeof opts !== "object") throw new TypeError("register: want {id, addr, name?}");
+  const bad = [];
+  const { id, addr, name, supervisor } = opts;
+  if (typeof id !== "string" || !validConsoleId(id)) bad.push(`id ${show(id)}: want [a-z0-9][a-z0-9-]{0,62}`);
+  if (typeof addr !== "string" || !loopbackAddrPort(addr)) bad.push(`addr ${show(addr)}: want a loopback IP literal with a port, like 127.0.0.1:9001`);
+  if (name !== undefined && name !== null && name !== "") {
+    if (typeof name !== "string") bad.push(`name: want a string`);
+    else if (!name.isWellFormed()) bad.push(`name: want UTF-8 text (it holds a lone surrogate)`);
+    else if (Buffer.byteLength(name, "utf8") > 100) bad.push(`name: want at most 100 bytes of UTF-8 (it has ${Buffer.byteLength(name, "utf8")})`);
+    else if (/[\u0000-\u001f\u007f]/.test(name)) bad.push(`name: control characters are not allowed`);
+  }
+  if (supervisor !== undefined && supervisor !== null && supervisor !== "") {
+    try {
+      if (typeof supervisor !== "string") throw new Error("want a string");
+      checkSupervisorAddr(supervisor);
+    } catch (err) {
+      bad.push(`supervisor: ${err.message}`);
+    }
+  }
+  if (bad.length > 0) throw new TypeError("register: " + bad.join("; "));
+}
+
+function show(v) {
+  return typeof v === "string" ? JSON.stringify(v) : String(v);
+}
+
+// loopbackAddrPort is the supervisor's addr rule (Go's netip.ParseAddrPort, IsLoopback, port not
+// 0, no zone): 127.0.0.0/8 or [::1] with a decimal port 1-65535.
+function loopbackAddrPort(addr) {
+  try {
+    checkSupervisorAddr(addr);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** A RegistrationError is why the supervisor refused a registration for good: its status and reason word. */
+class RegistrationError extends Error {
+  constructor(status, reason, message) {
+    super(message);
+    this.name = "RegistrationError";
+    this.status = status;
+    this.reason = reason;
+  }
+}
+
+/**
  * A Registration keeps one console registered for as long as it runs:
  *
  *  - before every attempt it finds the supervisor — opts.supervisor, else the first line of
@@ -81,13 +147,21 @@ export function dialOwn(host, port, timeoutMs = 5000, platform = process.platfor
  *    nothing is sent, the bearer least of all;
  *  - it POSTs /fleet/v1/consoles with the fleet bearer and {"id","addr","name"} at once, then every
  *    refreshMs (5 s), so that a supervisor that restarted has the console back within refreshMs;
- *    a failure is retried with back-off from minBackoffMs (250 ms) doubling to maxBackoffMs (5 s);
- *  - deregister() stops it and DELETEs /fleet/v1/consoles/<id> (best effort, two seconds).
+ *  - only what may pass is retried, with back-off from minBackoffMs (250 ms) doubling to
+ *    maxBackoffMs (5 s): no supervisor yet, a connection that failed, 429 (after Retry-After, when
+ *    it says more) and 5xx. Any other 4xx — 400 bad-registration, 401, 409 — is the supervisor's
+ *    final word: `ready` rejects with a RegistrationError holding its status and reason word, the
+ *    loop ends, and no timer or socket of it remains;
+ *  - `ready` resolves at the first success ({status, supervisor}); it rejects too when close()
+ *    comes first (reason "closed"). It never goes unhandled: awaiting it is optional;
+ *  - close() (or deregister()) stops everything at once, a retry's wait or a request in flight
+ *    included, and DELETEs /fleet/v1/consoles/<id> when it was registered (best effort, two seconds).
  *
  * Log lines: console.registered, console.register-failed (when the failure changes),
- * console.deregistered. The token is never logged; no proxy is used, no redirect followed.
+ * console.register-refused (the final 4xx), console.deregistered. The token is never logged; no
+ * proxy is used, no redirect followed.
  */
-export class Registration {
+class Registration {
   constructor(opts) {
     this.id = opts.id;
     this.addr = opts.addr;
@@ -104,10 +178,28 @@ export class Registration {
     this.abort = new AbortController();
     this.done = null;
     this.registeredAt = "";
+    this.closing = null;
+    this.ready = new Promise((resolve, reject) => {
+      this.settle = { resolve, reject };
+    });
+    this.ready.catch(() => {}); // a rejection nobody awaits is not an unhandled one
+    this.settled = false;
   }
 
   start() {
     this.done = this.#run();
+  }
+
+  #resolve(value) {
+    if (this.settled) return;
+    this.settled = true;
+    this.settle.resolve(value);
+  }
+
+  #reject(err) {
+    if (this.settled) return;
+    this.settled = true;
+    this.settle.reject(err);
   }
 
   async #run() {
@@ -122,15 +214,25 @@ export class Registration {
       } catch (err) {
         outcome = { err };
       }
-      this.onAttempt?.(outcome.err ?? null, outcome.status ?? 0);
       if (signal.aborted) break;
+      try {
+        this.onAttempt?.(outcome.err ?? null, outcome.status ?? 0);
+      } catch {
+        // a test's observer does not stop registration
+      }
+      if (outcome.err instanceof RegistrationError) {
+        this.log("ERROR", "console.register-refused", { console: this.id, status: outcome.status, reason: outcome.err.reason, error: outcome.err.message, effect: "not retried" });
+        this.#reject(outcome.err);
+        this.abort.abort();
+        break;
+      }
       if (outcome.err) {
         const msg = outcome.err.message;
         if (msg !== lastErr) {
           this.log("WARN", "console.register-failed", { console: this.id, error: msg, retry: "with back-off" });
           lastErr = msg;
         }
-        wait = backoff;
+        wait = Math.max(backoff, Math.min(outcome.retryAfterMs ?? 0, 60_000));
         backoff = Math.min(2 * backoff, this.maxBackoffMs);
       } else {
         if (outcome.status === 201 || lastErr !== "" || outcome.addr !== this.registeredAt) {
@@ -139,8 +241,13 @@ export class Registration {
         this.registeredAt = outcome.addr;
         lastErr = "";
         backoff = this.minBackoffMs;
+        this.#resolve({ status: outcome.status, supervisor: outcome.addr });
       }
       await sleep(wait, signal);
+    }
+    if (!this.settled) {
+      const err = new RegistrationError(0, "closed", `register ${this.id}: closed before the supervisor took the registration`);
+      this.#reject(err);
     }
   }
 
@@ -166,20 +273,19 @@ export class Registration {
   async #registerOnce() {
     const sup = this.supervisorAddr();
     const body = JSON.stringify({ id: this.id, addr: this.addr, name: this.name });
-    const { status, why } = await this.#send(sup, "POST", "/fleet/v1/consoles", body, this.abort.signal);
-    if (status === 401) {
-      return { addr: sup.addr, status, err: new Error("supervisor answered 401 to the fleet token: do the console and `fleet serve` use the same --state-dir?") };
+    const { status, why, reason, retryAfterMs } = await this.#send(sup, "POST", "/fleet/v1/consoles", body, this.abort.signal);
+    if (status === 200 || status === 201) return { addr: sup.addr, status };
+    if (status >= 400 && status < 500 && status !== 429) {
+      const hint = status === 401 ? " (do the console and `fleet serve` use the same --state-dir?)" : "";
+      return { addr: sup.addr, status, err: new RegistrationError(status, reason || String(status), `supervisor ${sup.addr} answered ${status} to the registration${why}${hint}`) };
     }
-    if (status !== 200 && status !== 201) {
-      return { addr: sup.addr, status, err: new Error(`supervisor ${sup.addr} answered ${status} to the registration${why}`) };
-    }
-    return { addr: sup.addr, status };
+    return { addr: sup.addr, status, retryAfterMs, err: new Error(`supervisor ${sup.addr} answered ${status} to the registration${why}`) };
   }
 
   async #send(sup, method, reqPath, body, signal, timeoutMs = 5000) {
     const tok = this.token();
     const scrub = (s) => String(s).split(tok).join("<fleet token>");
-    const socket = await dialOwn(sup.host, sup.port, timeoutMs, this.platform);
+    const socket = await dialOwn(sup.host, sup.port, timeoutMs, this.platform, signal);
     return await new Promise((resolve, reject) => {
       const headers = { Authorization: `Bearer ${tok}`, Accept: "application/json", Connection: "close" };
       if (body !== null) {
@@ -207,16 +313,20 @@ export class Registration {
         });
         res.on("end", () => {
           let why = "";
+          let reason = typeof res.headers["x-fleet-reason"] === "string" ? scrub(res.headers["x-fleet-reason"]) : "";
           if (res.statusCode >= 400) {
             try {
               const e = JSON.parse(Buffer.concat(chunks).toString("utf8"));
-              if (e && e.error) why = `: ${e.error}: ${scrub(e.detail ?? "")}`;
+              if (e && typeof e.error === "string" && e.error) {
+                reason = reason || scrub(e.error);
+                why = `: ${scrub(e.error)}: ${scrub(e.detail ?? "")}`;
+              }
             } catch {
-              const r = res.headers["x-fleet-reason"];
-              if (r) why = `: ${r}`;
+              if (reason) why = `: ${reason}`;
             }
           }
-          resolve({ status: res.statusCode, why });
+          const ra = Number(res.headers["retry-after"]);
+          resolve({ status: res.statusCode, why, reason, retryAfterMs: Number.isFinite(ra) && ra > 0 ? ra * 1000 : 0 });
         });
         res.on("error", (err) => reject(new Error(scrub(err.message))));
       });
@@ -224,16 +334,30 @@ export class Registration {
     });
   }
 
-  /** deregister stops registering and removes the console from the supervisor (best effort, 2 s). */
-  async deregister() {
-    if (this.abort.signal.aborted) return this.done;
+  /**
+   * close stops registering at once — a retry's wait and a request in flight included — and, when
+   * the supervisor had taken the registration, DELETEs it (best effort, two seconds). After it
+   * resolves no timer or socket of this registration remains. Calling it again returns the same
+   * promise.
+   */
+  close() {
+    if (!this.closing) this.closing = this.#close();
+    return this.closing;
+  }
+
+  /** deregister is close(). */
+  deregister() {
+    return this.close();
+  }
+
+  async #close() {
     this.abort.abort();
     await this.done;
+    if (!this.registeredAt) return;
     let sup;
     try {
       sup = this.supervisorAddr();
     } catch {
-      if (!this.registeredAt) return;
       try {
         sup = { addr: this.registeredAt, ...checkSupervisorAddr(this.registeredAt) };
       } catch {
@@ -248,3 +372,5 @@ export class Registration {
     }
   }
 }
+
+module.exports = { checkSupervisorAddr, dialOwn, Registration, RegistrationError, validateRegistration };

@@ -1,11 +1,13 @@
 // The judgement of every request a console receives (SPEC C1–C7), in the order of the Go package
 // github.com/phase-console/fleet/console, and what a console wraps its handlers in.
 
-import fs from "node:fs";
-import os from "node:os";
-import path from "node:path";
-import { ServerResponse } from "node:http";
-import {
+"use strict";
+
+const fs = require("node:fs");
+const os = require("node:os");
+const path = require("node:path");
+const { ServerResponse } = require("node:http");
+const {
   FOLDED_FLEET,
   FOLDED_FLEET_LOGIN,
   foldName,
@@ -15,18 +17,19 @@ import {
   logPath,
   parseBearer,
   sameOrigin,
-} from "./contract.js";
-import { TokenFollower, systemClock } from "./token.js";
-import { peerUid } from "./peercred.js";
-import { Registration } from "./register.js";
+} = require("./contract.cjs");
+const { TokenFollower, systemClock } = require("./token.cjs");
+const { peerUid } = require("./peercred.cjs");
+const { Registration, validateRegistration } = require("./register.cjs");
+const { Runs } = require("./runs.cjs");
 
 /** The identity header of a console's own --remote proxy (C3). */
-export const DEFAULT_PROXY_HEADER = "Tailscale-User-Login";
+const DEFAULT_PROXY_HEADER = "Tailscale-User-Login";
 /** How often the token file's stamp is polled; C1 wants a change seen within 2 s. */
-export const WATCH_INTERVAL_MS = 1000;
+const WATCH_INTERVAL_MS = 1000;
 
 /** Reason words, the spec's where it has them. */
-export const Reason = Object.freeze({
+const Reason = Object.freeze({
   badToken: "fleet-bad-token", // 401, C1
   notLoopback: "fleet-not-loopback", // 421, C2
   andProxy: "fleet-and-proxy", // 403, C3
@@ -42,11 +45,11 @@ export const Reason = Object.freeze({
 });
 
 /** Log event names. */
-export const EVENT_REJECTED = "console.rejected";
-export const EVENT_HOOK_REJECTED = "hook.rejected";
+const EVENT_REJECTED = "console.rejected";
+const EVENT_HOOK_REJECTED = "hook.rejected";
 
 /** A Refusal is the answer to a request the console must not serve. It holds no secret. */
-export class Refusal {
+class Refusal {
   constructor(status, reason, rule, detail) {
     this.refused = true;
     this.status = status;
@@ -60,7 +63,7 @@ export class Refusal {
  * stateHome resolves <stateHome>: flagValue (--state-dir), else $PHASE_CONSOLE_STATE_HOME, else
  * $XDG_STATE_HOME/phase-console (only when absolute), else ~/.local/state/phase-console.
  */
-export function stateHome(flagValue = "", env = process.env) {
+function stateHome(flagValue = "", env = process.env) {
   if (flagValue) return path.resolve(flagValue);
   if (env.PHASE_CONSOLE_STATE_HOME) return path.resolve(env.PHASE_CONSOLE_STATE_HOME);
   if (env.XDG_STATE_HOME && path.isAbsolute(env.XDG_STATE_HOME)) return path.join(env.XDG_STATE_HOME, "phase-console");
@@ -68,13 +71,13 @@ export function stateHome(flagValue = "", env = process.env) {
 }
 
 /** defaultTailscaleSocket is tailscaled's usual LocalAPI socket on this OS (as tailscale.com/paths). */
-export function defaultTailscaleSocket() {
+function defaultTailscaleSocket() {
   if (process.platform === "darwin") return "/var/run/tailscaled.socket";
   return fs.existsSync("/var/run") ? "/var/run/tailscale/tailscaled.sock" : "tailscaled.sock";
 }
 
 /** jsonLogger writes one slog-shaped JSON line per event to stream (stderr by default). */
-export function jsonLogger(stream = process.stderr) {
+function jsonLogger(stream = process.stderr) {
   return (level, msg, fields = {}) => {
     stream.write(JSON.stringify({ time: new Date().toISOString(), level, msg, ...fields }) + "\n");
   };
@@ -84,13 +87,34 @@ const callers = new WeakMap(); // request → Caller, set by the middleware only
 const runIds = new WeakMap(); // request → run id, set by permissionHook only
 const peerVerdicts = new WeakMap(); // socket → Promise<string|null>: why the peer is not us, or null
 
-/** callerOf returns the Caller that the middleware judged for req, or undefined. No client can set it. */
-export function callerOf(req) {
-  return callers.get(req);
+// rawRequest is the node:http request behind what a handler is given: the request itself (node:http,
+// Express), a Fastify request (.raw), or a Hono context on @hono/node-server (.env.incoming).
+function rawRequest(x) {
+  if (x && Array.isArray(x.rawHeaders)) return x;
+  if (x && x.raw && Array.isArray(x.raw.rawHeaders)) return x.raw;
+  const incoming = x && x.req && x.env ? x.env.incoming : undefined;
+  if (incoming && Array.isArray(incoming.rawHeaders)) return incoming;
+  return null;
 }
-/** runOf returns the id of the run whose bearer permissionHook accepted for req. */
-export function runOf(req) {
-  return runIds.get(req);
+
+/**
+ * callerOf returns the Caller that the verifier judged for req (a node:http or Express request, a
+ * Fastify request or a Hono context). It throws when the verifier has not passed req — a handler
+ * mounted without the middleware, or before it — so that no handler mistakes "not judged" for a
+ * caller. No client can set it.
+ */
+function callerOf(req) {
+  const raw = rawRequest(req);
+  const c = raw ? callers.get(raw) : undefined;
+  if (!c) {
+    throw new Error("callerOf: the fleet verifier has not passed this request; mount v.middleware(), v.express(), v.fastify() or v.hono() in front of this handler");
+  }
+  return c;
+}
+/** runOf returns the id of the run whose bearer permissionHook accepted for req, or undefined. */
+function runOf(req) {
+  const raw = rawRequest(req);
+  return raw ? runIds.get(raw) : undefined;
 }
 
 // The request's head as Go's net/http reads it, from rawHeaders (every line, nothing joined).
@@ -121,7 +145,7 @@ function requestHost(req, lines) {
 }
 
 // decodePath percent-decodes a path byte by byte (as Go's URL.Path); null for a bad escape.
-export function decodePath(raw) {
+function decodePath(raw) {
   let out = "";
   for (let i = 0; i < raw.length; i++) {
     const c = raw[i];
@@ -138,7 +162,7 @@ export function decodePath(raw) {
 }
 
 // cleanPath is Go's path.Clean of "/"+p.
-export function cleanPath(p) {
+function cleanPath(p) {
   const out = [];
   for (const seg of p.split("/")) {
     if (seg === "" || seg === ".") continue;
@@ -149,18 +173,18 @@ export function cleanPath(p) {
 }
 
 /** requestPath is the decoded path of req (Go's r.URL.Path), or null when it does not decode. */
-export function requestPath(req) {
+function requestPath(req) {
   return decodePath(target(req).rawPath);
 }
 
 /** isHookPath reports whether the first segment of the cleaned path is "hooks", any case. */
-export function isHookPath(p) {
+function isHookPath(p) {
   const first = cleanPath(p).slice(1).split("/")[0];
   return first.toLowerCase() === "hooks";
 }
 
 /** isDeviceLogin: a login of the direct-reach door's shape, "device:…", any case. */
-export function isDeviceLogin(login) {
+function isDeviceLogin(login) {
   return typeof login === "string" && login.slice(0, 7).toLowerCase() === "device:";
 }
 
@@ -179,11 +203,76 @@ function peerString(socket) {
   return a.includes(":") ? `[${a}]:${p}` : `${a}:${p}`;
 }
 
+// refusalParts is the answer to a refusal: its status, headers and body {"error":"<reason>"}.
+function refusalParts(ref) {
+  const body = JSON.stringify({ error: ref.reason }) + "\n";
+  return {
+    status: ref.status,
+    head: {
+      "Content-Type": "application/json",
+      "X-Content-Type-Options": "nosniff",
+      "Cache-Control": "no-store",
+      "X-Fleet-Reason": ref.reason,
+      "Content-Length": Buffer.byteLength(body),
+    },
+    body,
+  };
+}
+
+// refusalSink stands in for a node:http response for the probe routes' guards: it keeps the
+// refusal a guard writes, as {status, head, body}, for the framework's own answer.
+function refusalSink() {
+  const sink = {
+    headersSent: false,
+    answer: null,
+    writeHead(status, head) {
+      sink.answer = { status, head: { ...head }, body: "" };
+      return sink;
+    },
+    end(body) {
+      if (sink.answer) sink.answer.body = body ?? "";
+    },
+    destroy() {},
+  };
+  return sink;
+}
+
+// writeAnswer writes a probe route's answer {status, head?, body} on a node:http response.
+function writeAnswer(res, a) {
+  const head = { "Content-Type": "application/json", "Cache-Control": "no-store", ...(a.head ?? {}) };
+  if (a.status === 204) {
+    delete head["Content-Type"];
+    res.writeHead(204, head);
+    return res.end();
+  }
+  head["Content-Length"] = Buffer.byteLength(a.body);
+  res.writeHead(a.status, head);
+  res.end(a.body);
+}
+
+// readBody reads at most max bytes of req's body (more is an error); "" when already read.
+function readBody(req, max) {
+  return new Promise((resolve, reject) => {
+    if (req.readableEnded) return resolve(Buffer.alloc(0));
+    const chunks = [];
+    let n = 0;
+    req.on("data", (c) => {
+      n += c.length;
+      if (n > max) {
+        req.destroy();
+        reject(new Error("body too large"));
+      } else chunks.push(c);
+    });
+    req.on("end", () => resolve(Buffer.concat(chunks)));
+    req.on("error", reject);
+  });
+}
+
 /**
  * A Verifier judges requests against the fleet token. Create one with createVerifier; it polls
  * the token file until close().
  */
-export class Verifier {
+class Verifier {
   constructor(cfg = {}) {
     const home = stateHome(cfg.stateDir ?? "");
     this.home = home;
@@ -405,6 +494,7 @@ export class Verifier {
     }
     const v = await this.verify(req);
     if (v.refused) return { refusal: v, event };
+    this.#admit(req, v);
     return { caller: v };
   }
 
@@ -465,26 +555,65 @@ export class Verifier {
   }
 
   // caller returns the middleware's Caller, or judges now (a guard without the middleware fails
-  // closed the same way); null after it answered a refusal.
-  async #caller(req, res, event) {
-    const c = callerOf(req);
-    if (c) return c;
+  // closed the same way); a refusal is {refusal} with the event to log it under.
+  async #callerOrRefusal(req, event) {
+    const c = callers.get(req);
+    if (c) return { caller: c };
     const v = await this.verify(req);
-    if (v.refused) {
-      this.refuse(res, req, v, event);
-      return null;
+    if (v.refused) return { refusal: v, event };
+    this.#admit(req, v);
+    return { caller: v };
+  }
+
+  // guard wraps a handler of any supported framework: check(req) resolves to null (serve) or
+  // {refusal, event, headers}; a refusal is answered the framework's way. Arguments it cannot read
+  // a node:http request from are refused 403 (a Hono app not on @hono/node-server among them).
+  #guard(handler, check) {
+    const v = this;
+    return async function guarded(...args) {
+      const [a, b] = args;
+      const req = rawRequest(a);
+      let out;
+      if (!req) {
+        out = { refusal: new Refusal(403, Reason.noAssertion, "", "the handler's arguments hold no node:http request (Hono runs on @hono/node-server only)"), event: EVENT_REJECTED };
+      } else {
+        try {
+          out = await check(req);
+        } catch (err) {
+          out = { refusal: new Refusal(403, Reason.noAssertion, "", "the request could not be judged: " + (err?.message ?? String(err))), event: EVENT_REJECTED };
+        }
+      }
+      if (!out) return handler.apply(this, args);
+      return v.#answer(a, b, req, out.refusal, out.event, out.headers);
+    };
+  }
+
+  // answer writes a refusal the way the handler's framework answers: on res (node:http, Express),
+  // through the reply (Fastify), or as the Response a Hono handler returns.
+  #answer(a, b, req, ref, event, headers = {}) {
+    if (req) this.#logRefusal(req, ref, event);
+    const { status, head, body } = refusalParts(ref);
+    Object.assign(head, headers);
+    if (a && Array.isArray(a.rawHeaders) && b && typeof b.writeHead === "function") {
+      if (b.headersSent) return b.destroy();
+      b.writeHead(status, head);
+      return b.end(body);
     }
-    return v;
+    if (b && typeof b.code === "function" && typeof b.send === "function") {
+      return b.code(status).headers(head).send(body);
+    }
+    if (typeof Response === "function") return new Response(body, { status, headers: head });
+    throw new Error("fleet-console: cannot answer this framework's request");
   }
 
   /** localOnly serves handler to scope local only; remote is 403 local-only (C5: presence). */
   localOnly(handler) {
-    return async (req, res, next) => {
-      const c = await this.#caller(req, res, EVENT_REJECTED);
-      if (!c) return;
-      if (c.scope !== "local") return this.refuse(res, req, new Refusal(403, Reason.localOnly, "C5", "only a local caller may do this"));
-      return handler(req, res, next);
-    };
+    return this.#guard(handler, async (req) => {
+      const g = await this.#callerOrRefusal(req, EVENT_REJECTED);
+      if (g.refusal) return g;
+      if (g.caller.scope !== "local") return { refusal: new Refusal(403, Reason.localOnly, "C5", "only a local caller may do this"), event: EVENT_REJECTED };
+      return null;
+    });
   }
 
   /**
@@ -495,37 +624,197 @@ export class Verifier {
    * Authorization header. Every refusal is logged as hook.rejected.
    */
   permissionHook(runs, handler) {
-    return async (req, res, next) => {
+    return this.#guard(handler, async (req) => {
       const ref = this.#hookTransport(req, headerLines(req));
-      if (ref) return this.refuse(res, req, ref, EVENT_HOOK_REJECTED);
-      const c = await this.#caller(req, res, EVENT_HOOK_REJECTED);
-      if (!c) return;
-      if (c.scope !== "local") {
-        return this.refuse(res, req, new Refusal(403, Reason.localOnly, "C5", "the permission hook is local only"), EVENT_HOOK_REJECTED);
+      if (ref) return { refusal: ref, event: EVENT_HOOK_REJECTED };
+      const g = await this.#callerOrRefusal(req, EVENT_HOOK_REJECTED);
+      if (g.refusal) return g;
+      if (g.caller.scope !== "local") {
+        return { refusal: new Refusal(403, Reason.localOnly, "C5", "the permission hook is local only"), event: EVENT_HOOK_REJECTED };
       }
       const auth = headerLines(req).filter(([n]) => n.toLowerCase() === "authorization").map(([, v]) => v);
       const tok = parseBearer(auth);
       const id = runs && tok !== null ? runs.match(tok) : null;
       if (id === null) {
-        res.setHeader("WWW-Authenticate", 'Bearer realm="run"');
-        return this.refuse(res, req, new Refusal(401, Reason.badRunToken, "C6", "no live run has this bearer"), EVENT_HOOK_REJECTED);
+        return {
+          refusal: new Refusal(401, Reason.badRunToken, "C6", "no live run has this bearer"),
+          event: EVENT_HOOK_REJECTED,
+          headers: { "WWW-Authenticate": 'Bearer realm="run"' },
+        };
       }
       runIds.set(req, id);
       stripHeaders(req, (name) => name.toLowerCase() === "authorization");
-      return handler(req, res, next);
-    };
+      return null;
+    });
   }
 
   /** reachSettings guards reach settings (C7): a device login may GET/HEAD, anything else is 403 reach-settings. */
   reachSettings(handler) {
-    return async (req, res, next) => {
-      const c = await this.#caller(req, res, EVENT_REJECTED);
-      if (!c) return;
-      if (req.method !== "GET" && req.method !== "HEAD" && isDeviceLogin(c.login)) {
-        return this.refuse(res, req, new Refusal(403, Reason.reachSettings, "C7", "a paired device cannot change reach settings"));
+    return this.#guard(handler, async (req) => {
+      const g = await this.#callerOrRefusal(req, EVENT_REJECTED);
+      if (g.refusal) return g;
+      if (req.method !== "GET" && req.method !== "HEAD" && isDeviceLogin(g.caller.login)) {
+        return { refusal: new Refusal(403, Reason.reachSettings, "C7", "a paired device cannot change reach settings"), event: EVENT_REJECTED };
       }
-      return handler(req, res, next);
+      return null;
+    });
+  }
+
+  /**
+   * fastify is a Fastify plugin (`await app.register(v.fastify())`) that judges every request in an
+   * onRequest hook, before routing, body parsing and every other hook of the app: a refusal is
+   * answered and logged, otherwise callerOf(request) is set and the assertion headers are gone.
+   * It applies to the whole app (the plugin is not encapsulated). WebSocket upgrades that bypass
+   * Fastify's routing go through v.upgrade on the server's "upgrade" event.
+   */
+  fastify() {
+    const v = this;
+    function fleetVerifier(instance, _opts, done) {
+      instance.addHook("onRequest", async (request, reply) => {
+        let g;
+        try {
+          g = await v.gate(request.raw);
+        } catch {
+          g = { refusal: new Refusal(403, Reason.noAssertion, "", "the request could not be judged"), event: EVENT_REJECTED };
+        }
+        if (g.refusal) return v.#answer(request, reply, request.raw, g.refusal, g.event);
+        v.#admit(request.raw, g.caller);
+      });
+      done();
+    }
+    fleetVerifier[Symbol.for("skip-override")] = true; // as fastify-plugin: the hook covers the app
+    fleetVerifier[Symbol.for("fastify.display-name")] = "@phase-console/fleet-console";
+    return fleetVerifier;
+  }
+
+  /**
+   * hono is a Hono middleware (`app.use(v.hono())`, first) for a Hono app served by
+   * @hono/node-server, whose context carries the node:http request (c.env.incoming) that the
+   * verifier judges: a refusal is the Response, otherwise callerOf(c) is set and the assertion
+   * headers are removed before Hono reads them. Without the node:http request (another runtime)
+   * every request is refused 403: a console's peer cannot be judged there.
+   */
+  hono() {
+    const v = this;
+    return async function fleetVerifier(c, next) {
+      const req = rawRequest(c);
+      if (!req) {
+        return v.#answer(c, null, null, new Refusal(403, Reason.noAssertion, "", "no node:http request in the Hono context: serve the app with @hono/node-server"), EVENT_REJECTED);
+      }
+      let g;
+      try {
+        g = await v.gate(req);
+      } catch {
+        g = { refusal: new Refusal(403, Reason.noAssertion, "", "the request could not be judged"), event: EVENT_REJECTED };
+      }
+      if (g.refusal) return v.#answer(c, null, req, g.refusal, g.event);
+      v.#admit(req, g.caller);
+      await next();
     };
+  }
+
+  /**
+   * probeRoutes is the routes that `fleet check-console` probes (SPEC N5), for a console that wants
+   * every probe to run rather than SKIP: GET /whoami, POST /presence (local only, C5), POST /runs and
+   * DELETE /runs/<id> (local only), POST /hooks/permission-request (C6), GET|POST /settings/reach
+   * (C7). It is a node:http/Express middleware (req, res, next) that answers those paths and passes
+   * on the rest (404 without next); `.fastify` is the same as a Fastify plugin and `.hono` as a Hono
+   * middleware. Mount it behind the verifier. opts.runs is the Runs whose tokens the hook takes
+   * (default a new one); the reach setting is a value in memory.
+   */
+  probeRoutes(opts = {}) {
+    const runs = opts.runs ?? new Runs();
+    let reach = "off";
+    const json = (status, value) => ({ status, body: value === null ? "" : JSON.stringify(value) + "\n" });
+    const reachBody = async (req, parsed) => {
+      let body = parsed;
+      if (body === undefined) {
+        const raw = (await readBody(req, 4 << 10)).toString("utf8");
+        if (raw.trim() === "") body = {};
+        else
+          try {
+            body = JSON.parse(raw);
+          } catch {
+            return null;
+          }
+      }
+      return body && typeof body === "object" ? body : null;
+    };
+    const routes = {
+      "GET /whoami": this.#guard(
+        (req) => json(200, callers.get(req)),
+        async (req) => {
+          const g = await this.#callerOrRefusal(req, EVENT_REJECTED);
+          return g.refusal ? g : null;
+        },
+      ),
+      "POST /presence": this.localOnly(() => json(200, { presence: "ok" })),
+      "POST /runs": this.localOnly(() => {
+        try {
+          return json(201, runs.start());
+        } catch {
+          return json(503, { error: "runs" });
+        }
+      }),
+      "DELETE /runs/": this.localOnly((req, _sink, id) => (runs.end(id) ? json(204, null) : json(404, { error: "unknown-run" }))),
+      "POST /hooks/permission-request": this.permissionHook(runs, async (req, _sink, parsed) => {
+        if (parsed === undefined) await readBody(req, 1 << 20);
+        return json(200, { run: runIds.get(req), decision: "ask" });
+      }),
+      "GET /settings/reach": this.reachSettings(() => json(200, { mode: reach })),
+      "POST /settings/reach": this.reachSettings(async (req, _sink, parsed) => {
+        const body = await reachBody(req, parsed);
+        if (body === null) return json(400, { error: "bad-json" });
+        const mode = typeof body.mode === "string" && body.mode !== "" ? body.mode : "off";
+        if (mode !== "off" && mode !== "direct") return json(400, { error: "mode must be off or direct" });
+        reach = mode;
+        return json(200, { mode });
+      }),
+    };
+    // pick finds the route of req: its handler and, for DELETE /runs/<id>, the id.
+    const pick = (req) => {
+      const p = requestPath(req) ?? "";
+      const method = req.method === "HEAD" ? "GET" : req.method;
+      const m = /^\/runs\/([^/]+)$/.exec(p);
+      if (m && method === "DELETE") return { h: routes["DELETE /runs/"], arg: m[1] };
+      const h = routes[`${method} ${p}`];
+      return h ? { h, arg: undefined } : null;
+    };
+    // Each route handler is called as a guard-wrapped node:http handler with a stand-in response
+    // that only records the refusal, so one answer path serves every framework.
+    const run = async (req, parsed) => {
+      const r = pick(req);
+      if (!r) return null;
+      const sink = refusalSink();
+      const out = await r.h(req, sink, r.arg ?? parsed);
+      return sink.answer ?? out;
+    };
+    const node = (req, res, next) => {
+      run(req, req.body).then(
+        (a) => {
+          if (!a) return next ? next() : writeAnswer(res, { status: 404, head: {}, body: "" });
+          writeAnswer(res, a);
+        },
+        (err) => (next ? next(err) : res.destroy()),
+      );
+    };
+    node.fastify = function fleetProbeRoutes(instance, _opts, done) {
+      instance.addHook("onRequest", async (request, reply) => {
+        const a = await run(request.raw, undefined);
+        if (!a) return;
+        return reply.code(a.status).headers({ "Content-Type": "application/json", ...(a.head ?? {}) }).send(a.body);
+      });
+      done();
+    };
+    node.fastify[Symbol.for("skip-override")] = true;
+    node.hono = async (c, next) => {
+      const req = rawRequest(c);
+      const a = req ? await run(req, undefined) : null;
+      if (!a) return next();
+      const status = a.status;
+      return new Response(status === 204 ? null : a.body, { status, headers: { "Content-Type": "application/json", ...(a.head ?? {}) } });
+    };
+    return node;
   }
 
   #logRefusal(req, ref, event) {
@@ -547,14 +836,8 @@ export class Verifier {
   refuse(res, req, ref, event = EVENT_REJECTED) {
     this.#logRefusal(req, ref, event);
     if (res.headersSent) return res.destroy();
-    const body = JSON.stringify({ error: ref.reason }) + "\n";
-    res.writeHead(ref.status, {
-      "Content-Type": "application/json",
-      "X-Content-Type-Options": "nosniff",
-      "Cache-Control": "no-store",
-      "X-Fleet-Reason": ref.reason,
-      "Content-Length": Buffer.byteLength(body),
-    });
+    const { status, head, body } = refusalParts(ref);
+    res.writeHead(status, head);
     res.end(body);
   }
 
@@ -578,10 +861,13 @@ export class Verifier {
   }
 
   /**
-   * register keeps the console registered with the supervisor (SPEC S8) until deregister(): see
-   * Registration. opts.supervisor overrides <stateHome>/fleet/supervisor.addr.
+   * register keeps the console registered with the supervisor (SPEC S8, N3) until close(): see
+   * Registration. It first checks id, addr, name (and supervisor) by the supervisor's own rules
+   * and throws a TypeError naming every bad field, before anything is sent. opts.supervisor
+   * overrides <stateHome>/fleet/supervisor.addr.
    */
   register(opts) {
+    validateRegistration(opts);
     const r = new Registration({ fleetDir: this.fleetDir, token: () => this.bearer(), log: this.log, ...opts });
     r.start();
     return r;
@@ -589,6 +875,8 @@ export class Verifier {
 }
 
 /** createVerifier starts following <stateHome>/fleet/fleet.token. */
-export function createVerifier(cfg = {}) {
+function createVerifier(cfg = {}) {
   return new Verifier(cfg);
 }
+
+module.exports = { DEFAULT_PROXY_HEADER, WATCH_INTERVAL_MS, Reason, EVENT_REJECTED, EVENT_HOOK_REJECTED, Refusal, stateHome, defaultTailscaleSocket, jsonLogger, callerOf, runOf, decodePath, cleanPath, requestPath, isHookPath, isDeviceLogin, Verifier, createVerifier };

@@ -7,18 +7,20 @@
 // different uids, a socket no process holds (inode 0: TIME_WAIT, orphans, with a made-up uid 0),
 // the invalid uid 4294967295, a table past its bound, a read error, or a platform other than Linux.
 
-import fs from "node:fs/promises";
-import os from "node:os";
+"use strict";
+
+const fs = require("node:fs/promises");
+const os = require("node:os");
 
 /** The tables searched; tests point it at samples. */
-export const procNetFiles = ["/proc/net/tcp", "/proc/net/tcp6"];
+const procNetFiles = ["/proc/net/tcp", "/proc/net/tcp6"];
 /** How much of one table is read at most (as the Go package): past it the lookup fails closed. */
-export const PROC_NET_MAX_BYTES = 32 << 20;
+const PROC_NET_MAX_BYTES = 32 << 20;
 const INVALID_UID = 4294967295;
 const LITTLE_ENDIAN = os.endianness() === "LE";
 
 /** PeerUidError is every failure to tell who owns a socket; callers refuse. */
-export class PeerUidError extends Error {
+class PeerUidError extends Error {
   constructor(message) {
     super(message);
     this.name = "PeerUidError";
@@ -27,7 +29,7 @@ export class PeerUidError extends Error {
 
 // normalize puts an address in the form the tables compare against: IPv4-mapped IPv6 unmapped,
 // IPv6 expanded to eight 16-bit words joined by ':', no zone.
-export function normalizeAddr(addr) {
+function normalizeAddr(addr) {
   addr = String(addr).replace(/%.*$/, "");
   const m = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(addr);
   if (m) return m[1];
@@ -90,7 +92,7 @@ function parseAddrPort(s) {
 }
 
 /** parseLine parses one table line; null for anything that is not exactly one with a valid uid. */
-export function parseLine(line) {
+function parseLine(line) {
   const f = line.trim().split(/\s+/);
   if (f.length < 10) return null;
   if (!/^[0-9]+:$/.test(f[0])) return null;
@@ -170,7 +172,7 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
  * rem_address is local, live and held by a process. Rejects with a PeerUidError on any doubt, and
  * always outside Linux.
  */
-export async function peerUid(localAddr, localPort, remoteAddr, remotePort, platform = process.platform) {
+async function peerUid(localAddr, localPort, remoteAddr, remotePort, platform = process.platform) {
   if (platform !== "linux") throw new PeerUidError("peer uid lookup is not supported on this platform");
   const la = normalizeAddr(localAddr);
   const ra = normalizeAddr(remoteAddr);
@@ -189,7 +191,7 @@ export async function peerUid(localAddr, localPort, remoteAddr, remotePort, plat
  * as local -> remote: the process that accepted it or, while it waits in the queue, the owner of
  * the socket listening there. It waits for the accept up to waitMs, then the listener decides.
  */
-export async function serverUid(localAddr, localPort, remoteAddr, remotePort, waitMs = 3000, platform = process.platform) {
+async function serverUid(localAddr, localPort, remoteAddr, remotePort, waitMs = 3000, platform = process.platform) {
   if (platform !== "linux") throw new PeerUidError("peer uid lookup is not supported on this platform");
   const la = normalizeAddr(localAddr);
   const ra = normalizeAddr(remoteAddr);
@@ -213,3 +215,5 @@ export async function serverUid(localAddr, localPort, remoteAddr, remotePort, wa
     await sleep([1, 2, 5, 10, 20, 50][Math.min(i, 5)]);
   }
 }
+
+module.exports = { procNetFiles, PROC_NET_MAX_BYTES, PeerUidError, normalizeAddr, parseLine, peerUid, serverUid };

@@ -1,16 +1,18 @@
 // The bearer of every live run, for the permission hook (SPEC C6), as the Go package's Runs.
 
-import { randomBytes } from "node:crypto";
-import { constantTimeEqual } from "./token.js";
+"use strict";
+
+const { randomBytes } = require("node:crypto");
+const { constantTimeEqual } = require("./token.cjs");
 
 /** How many runs may be live at once. */
-export const MAX_RUNS = 1024;
+const MAX_RUNS = 1024;
 
 /**
  * Runs holds the token of every live run. A run's token is dead the moment end() returns: the
  * event loop runs one judgement at a time, and match() reads the live set as it is then.
  */
-export class Runs {
+class Runs {
   #live = new Map(); // id → token
 
   /** start begins a run: {id: 16 hex digits, token: 32 random bytes base64url}. Never log the token. */
@@ -39,3 +41,5 @@ export class Runs {
     return token === "" ? null : found;
   }
 }
+
+module.exports = { MAX_RUNS, Runs };

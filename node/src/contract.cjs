@@ -3,18 +3,20 @@
 // (S12), how a bearer is read from Authorization, the console-id grammar, and what of a request a
 // log line may name (S11). Pure functions of strings; no I/O.
 
+"use strict";
+
 /** The assertion headers: only the supervisor writes them (SPEC S3, S6). */
-export const HEADER_FLEET = "X-Phase-Console-Fleet";
-export const HEADER_FLEET_LOGIN = "X-Phase-Console-Fleet-Login";
-export const FOLDED_FLEET = "x-phase-console-fleet";
-export const FOLDED_FLEET_LOGIN = "x-phase-console-fleet-login";
+const HEADER_FLEET = "X-Phase-Console-Fleet";
+const HEADER_FLEET_LOGIN = "X-Phase-Console-Fleet-Login";
+const FOLDED_FLEET = "x-phase-console-fleet";
+const FOLDED_FLEET_LOGIN = "x-phase-console-fleet-login";
 
 /**
  * foldName is how fleet and a console compare header names (S3): lower-cased, every byte that is
  * not an ASCII letter or digit read as '-'. It works on the name's bytes as Node's parser gave them
  * (latin1), so a non-ASCII byte is one '-' as in Go.
  */
-export function foldName(name) {
+function foldName(name) {
   let out = "";
   for (let i = 0; i < name.length; i++) {
     const c = name.charCodeAt(i);
@@ -26,13 +28,13 @@ export function foldName(name) {
 }
 
 /** isAssertionName reports whether name is either assertion header under any S3 spelling. */
-export function isAssertionName(name) {
+function isAssertionName(name) {
   const f = foldName(name);
   return f === FOLDED_FLEET || f === FOLDED_FLEET_LOGIN;
 }
 
 /** equalFoldASCII compares with ASCII letters folded and every other character exactly. */
-export function equalFoldASCII(s, t) {
+function equalFoldASCII(s, t) {
   if (s.length !== t.length) return false;
   for (let i = 0; i < s.length; i++) {
     let a = s.charCodeAt(i);
@@ -99,7 +101,7 @@ function parseIPv4(s) {
  * only when it is a name of [A-Za-z0-9.-] labels or an IP literal (IPv6 in brackets, no zone) with
  * an optional port 1-65535; else null.
  */
-export function parseHost(h) {
+function parseHost(h) {
   if (h.startsWith("[")) {
     const end = h.indexOf("]");
     if (end < 0) return null;
@@ -125,7 +127,7 @@ export function parseHost(h) {
  * isLoopbackHost: 127.0.0.1, [::1] or localhost (any case), any port or none (C2). Not 127.0.0.2,
  * not "localhost.", not [::ffff:127.0.0.1], not 127.0.0.1.evil.example.
  */
-export function isLoopbackHost(h) {
+function isLoopbackHost(h) {
   if (typeof h !== "string") return false;
   const p = parseHost(h);
   if (!p || p.dotted) return false;
@@ -139,7 +141,7 @@ export function isLoopbackHost(h) {
 }
 
 /** isLoopbackAddress: an IP address (as net.Socket reports it) in 127.0.0.0/8 or ::1, IPv4-mapped unmapped. */
-export function isLoopbackAddress(addr) {
+function isLoopbackAddress(addr) {
   if (typeof addr !== "string") return false;
   const v4 = parseIPv4(addr);
   if (v4) return v4[0] === 127;
@@ -172,7 +174,7 @@ function withoutDefaultPort(host, scheme) {
  * compared as RFC 6454 serialises them (no path, ASCII case folded, the default port the same as
  * none). "null" is never the same.
  */
-export function sameOrigin(origin, scheme, host) {
+function sameOrigin(origin, scheme, host) {
   const i = origin.indexOf("://");
   if (i < 0) return false;
   const oscheme = origin.slice(0, i);
@@ -186,7 +188,7 @@ export function sameOrigin(origin, scheme, host) {
  * space or control byte, optional trailing spaces and tabs. values are every Authorization line;
  * anything but exactly one is null.
  */
-export function parseBearer(values) {
+function parseBearer(values) {
   if (values.length !== 1) return null;
   const v = values[0];
   const sp = v.indexOf(" ");
@@ -201,15 +203,17 @@ export function parseBearer(values) {
 }
 
 /** validConsoleId: [a-z0-9][a-z0-9-]{0,62}. */
-export function validConsoleId(id) {
+function validConsoleId(id) {
   return typeof id === "string" && /^[a-z0-9][a-z0-9-]{0,62}$/.test(id);
 }
 
 /** logPath is the request target for a log line: the path only, never the query, at most 512 bytes. */
-export function logPath(url) {
+function logPath(url) {
   let p = url ?? "";
   const q = p.indexOf("?");
   if (q >= 0) p = p.slice(0, q);
   if (p.length > 512) p = p.slice(0, 512) + "…";
   return p;
 }
+
+module.exports = { HEADER_FLEET, HEADER_FLEET_LOGIN, FOLDED_FLEET, FOLDED_FLEET_LOGIN, foldName, isAssertionName, equalFoldASCII, parseHost, isLoopbackHost, isLoopbackAddress, sameOrigin, parseBearer, validConsoleId, logPath };
