@@ -178,6 +178,7 @@ type conn struct {
 
 	hello    helloState  // its first bytes, until its ClientHello is whole (hello.go)
 	helloIn  atomic.Bool // its ClientHello has fully arrived
+	doorRead atomic.Bool // the door has read from it (its handshake has begun)
 	answered atomic.Bool // the door wrote to it after its ClientHello (its handshake's answer)
 	spoke    atomic.Bool // it sent something after that answer
 }
@@ -187,6 +188,9 @@ type conn struct {
 func (c *conn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if n > 0 {
+		if !c.doorRead.Load() {
+			c.doorRead.Store(true)
+		}
 		if !c.helloIn.Load() {
 			if c.hello.read(p[:n]) {
 				c.helloIn.Store(true)
@@ -332,10 +336,16 @@ func (t *connTable) firstToEvictLocked(waiting, stalled, all *connList) *conn {
 		pending := peekPending(c.Conn, t.peekBuf[:])
 		arrived, fresh := c.hello.arrivedWith(pending)
 		if !arrived {
-			if now.Sub(c.accepted) >= helloGrace || t.stalledLocked(stalled) == nil {
+			if now.Sub(c.accepted) >= helloGrace {
 				return c
 			}
-			break // the oldest left waiting is young: a stalled connection goes before it
+			if s := t.stalledLocked(stalled); s != nil {
+				return s
+			}
+			if u := unreadHello(all); u != nil {
+				return u
+			}
+			return c
 		}
 		c.helloIn.Store(true)
 		t.greetLocked(c)
@@ -347,6 +357,21 @@ func (t *connTable) firstToEvictLocked(waiting, stalled, all *connList) *conn {
 		return c
 	}
 	return all.oldest
+}
+
+// unreadHello is the oldest connection of all whose ClientHello is whole in the kernel's buffer
+// and not read by the door yet, or nil. An eviction saw it whole and it offered no live device's
+// session (else claimLocked took it off all): a stranger's for sure, queued behind the door's
+// handshakes, where a young connection still waiting for its hello may be a phone's a moment
+// late to write it. One the door has started reading is left alone: its handshake may be about
+// to resume a device's session (unwrap claims it then). The walk is at most the bound's length.
+func unreadHello(all *connList) *conn {
+	for c := all.oldest; c != nil; c = all.links(c).newer {
+		if c.helloIn.Load() && !c.doorRead.Load() && !c.waitingOn {
+			return c
+		}
+	}
+	return nil
 }
 
 // stalledLocked is the oldest connection of stalled whose client has still sent nothing since

@@ -106,6 +106,11 @@ func (t *connTable) unwrap(c *conn, sealer *tls.Config, identity []byte, cs tls.
 	h, found := handleOf(ss)
 	t.mu.Lock()
 	c.unwrapped, c.hasUnwrapped = h, found
+	if found && err == nil {
+		// From here to the end of the handshake the door is working on this connection: a flood
+		// that fills the source's bound meanwhile must not evict it (claimHandleLocked).
+		t.claimHandleLocked(c, h)
+	}
 	t.mu.Unlock()
 	return ss, err
 }
@@ -158,8 +163,17 @@ func (t *connTable) claimLocked(c *conn, hello []byte) {
 		return
 	}
 	ss, _ := t.sealer.DecryptTicket(identity, tls.ConnectionState{})
-	h, ok := handleOf(ss)
-	if !ok {
+	if h, ok := handleOf(ss); ok {
+		t.claimHandleLocked(c, h)
+	}
+}
+
+// claimHandleLocked claims the stranger's connection c for the device whose handle h is, as
+// claimLocked says, when h maps to a live device: whether c's ClientHello was seen in the
+// kernel's buffer by an eviction (claimLocked) or read by the door's handshake, which opened
+// its ticket (unwrap) and settles the claim when it ends.
+func (t *connTable) claimHandleLocked(c *conn, h ticketHandle) {
+	if c.kind != strangerConn {
 		return
 	}
 	id6, ok := t.handles[h]
