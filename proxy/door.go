@@ -113,8 +113,10 @@ type Caller struct {
 
 // A CallerVerifier is a door's own verification of its caller. It returns the verified Caller, or
 // a Refusal (which the Door writes as it is). A Refusal made after the caller was identified (G1's
-// not-granted) comes with that Caller, so that the door records whom it refused (SPEC G3); a
-// Refusal is never forwarded, whatever Caller comes with it. consoleID is the judged <id> of the request, for a
+// not-granted) comes with that Caller, so that the door records whom it refused (SPEC G3); one
+// made after the verifier vouched for the caller's address but identified no one comes with a
+// Caller of that address alone, which its log line names (O8). A Refusal is never forwarded,
+// whatever Caller comes with it. consoleID is the judged <id> of the request, for a
 // refusal that wants to name the console. Any error must be a Refusal: the Door forwards only a
 // Caller with a login and a valid address.
 type CallerVerifier interface {
@@ -365,8 +367,13 @@ func (d *Door) judgeConsole(r *http.Request, route Route) verdict {
 	}
 	who, ref := d.Callers.VerifyCaller(r, route.ID)
 	if ref != nil {
-		if who.Login != "" && who.IP.IsValid() && plainValue(who.Login) {
+		switch {
+		case who.Login != "" && who.IP.IsValid() && plainValue(who.Login):
 			v.caller = who // identified, then refused (G1's not-granted): recorded as such
+		case who.IP.IsValid():
+			// An address the verifier vouched for, though it identified no one: the refusal's
+			// log line names it (O8), and no access-log line is written.
+			v.caller = Caller{IP: who.IP}
 		}
 		v.refusal = ref
 		return v

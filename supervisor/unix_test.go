@@ -182,6 +182,17 @@ func uxStartLogging(t *testing.T, tailscaledUID int, logs io.Writer) *uxDoor {
 // withOrigin adds the Origin a browser sends for a WebSocket or a POST.
 func (d *uxDoor) serveRequest(t *testing.T, path string, withOrigin bool) *http.Response {
 	t.Helper()
+	return d.serveRequestWith(t, path, withOrigin, uxUserLogin)
+}
+
+// serveRequestAs is serveRequest with login as the Tailscale-User-Login Serve sent.
+func (d *uxDoor) serveRequestAs(t *testing.T, path, login string) *http.Response {
+	t.Helper()
+	return d.serveRequestWith(t, path, false, login)
+}
+
+func (d *uxDoor) serveRequestWith(t *testing.T, path string, withOrigin bool, login string) *http.Response {
+	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, "http://localhost"+path, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -189,7 +200,7 @@ func (d *uxDoor) serveRequest(t *testing.T, path string, withOrigin bool) *http.
 	req.Header.Set("X-Forwarded-Host", uxSupName)
 	req.Header.Set("X-Forwarded-For", uxUserIP)
 	req.Header.Set("X-Forwarded-Proto", "https")
-	req.Header.Set("Tailscale-User-Login", uxUserLogin)
+	req.Header.Set("Tailscale-User-Login", login)
 	if withOrigin {
 		req.Header.Set("Origin", "https://"+uxSupName) // judged against the Host Serve saw (S12)
 	}

@@ -63,7 +63,7 @@ func refuseSelf() *proxy.Refusal {
 func (v *Verifier) VerifyCaller(r *http.Request, consoleID string) (proxy.Caller, *proxy.Refusal) {
 	who, e, ref := v.verify(r)
 	if ref != nil {
-		return proxy.Caller{}, ref
+		return proxy.Caller{IP: who.IP}, ref // an address tailscaled vouched for, never a login
 	}
 	if !v.grantFor(&e).Allows(consoleID) {
 		return who, notGranted() // identified, then refused: the door records whom (G3)
@@ -146,8 +146,12 @@ func (v *Verifier) verifyWith(r *http.Request, fresh bool) (proxy.Caller, whoIsE
 	if who.Node != nil && st.Self != nil && who.Node.StableID != "" && who.Node.StableID == st.Self.ID {
 		return proxy.Caller{}, whoIsEntry{}, refuseSelf()
 	}
+	// From here on tailscaled has vouched for the address (WhoIs found its node): a refusal
+	// carries it, with no login, so that its log line names whom the door saw (SPEC O8: on the
+	// unix-socket door the connection itself has no address).
+	seen := proxy.Caller{IP: ip}
 	if who.Node != nil && who.Node.IsTagged() {
-		return proxy.Caller{}, whoIsEntry{}, proxy.Refuse(http.StatusForbidden, "tagged-node", "tagged nodes are not people; only a user's device is let in")
+		return seen, whoIsEntry{}, proxy.Refuse(http.StatusForbidden, "tagged-node", "tagged nodes are not people; only a user's device is let in")
 	}
 	if who.Node == nil || who.UserProfile == nil || who.UserProfile.LoginName == "" {
 		return proxy.Caller{}, whoIsEntry{}, unverified("tailscaled did not name a user for the caller")
@@ -159,11 +163,11 @@ func (v *Verifier) verifyWith(r *http.Request, fresh bool) (proxy.Caller, whoIsE
 	// S5d: what Serve told us must agree with what WhoIs says.
 	if sent := r.Header.Values("Tailscale-User-Login"); len(sent) > 0 {
 		if len(sent) != 1 {
-			return proxy.Caller{}, whoIsEntry{}, proxy.Refuse(http.StatusUnauthorized, "identity-mismatch", "more than one Tailscale-User-Login")
+			return seen, whoIsEntry{}, proxy.Refuse(http.StatusUnauthorized, "identity-mismatch", "more than one Tailscale-User-Login")
 		}
 		decoded, err := new(mime.WordDecoder).DecodeHeader(sent[0])
 		if err != nil || decoded != login {
-			return proxy.Caller{}, whoIsEntry{}, proxy.Refuse(http.StatusUnauthorized, "identity-mismatch", "Tailscale-User-Login does not agree with tailscaled's WhoIs")
+			return seen, whoIsEntry{}, proxy.Refuse(http.StatusUnauthorized, "identity-mismatch", "Tailscale-User-Login does not agree with tailscaled's WhoIs")
 		}
 	}
 	return proxy.Caller{Login: login, IP: ip}, e, nil
