@@ -14,14 +14,35 @@ import (
 // This file is the paired device on the door (SPEC R9): its cookie, its assertion, and the end of
 // its live connections when it is revoked.
 
-type deviceKey struct{}
+type admittedKey struct{}
 
-// markKey holds the streams' mark taken before the request's device was authenticated.
-type markKey struct{}
+// admitted is what a request's context holds once its device is authenticated: the device, and
+// the streams' mark taken before it was authenticated (streams.track). One value, so that a
+// request adds one entry to its context, not one per field.
+type admitted struct {
+	dev  pairing.Device
+	mark uint64
+}
+
+func withAdmitted(ctx context.Context, dev pairing.Device, mark uint64) context.Context {
+	return context.WithValue(ctx, admittedKey{}, &admitted{dev: dev, mark: mark})
+}
 
 func deviceFrom(r *http.Request) (pairing.Device, bool) {
-	dev, ok := r.Context().Value(deviceKey{}).(pairing.Device)
-	return dev, ok
+	a, ok := r.Context().Value(admittedKey{}).(*admitted)
+	if !ok {
+		return pairing.Device{}, false
+	}
+	return a.dev, true
+}
+
+// markFrom is the streams' mark of r's admission; none: 0, which any revocation since the start
+// is past, so a request never admitted is refused by track (fail closed).
+func markFrom(r *http.Request) uint64 {
+	if a, ok := r.Context().Value(admittedKey{}).(*admitted); ok {
+		return a.mark
+	}
+	return 0
 }
 
 // authenticate reports whether r sent a device cookie and, if so, whether it names a paired
@@ -198,17 +219,18 @@ func (s *streams) track(parent context.Context, rc answerEnd, id6 string, mark u
 		cancel()
 		return nil, nil, false
 	}
-	if s.live[id6] == nil {
-		s.live[id6] = map[*stream]struct{}{}
+	live := s.live[id6]
+	if live == nil {
+		// Kept while empty, so that a device's requests one after another do not make a map
+		// each: one per device that made a request, forgotten when it is revoked (cancel).
+		live = map[*stream]struct{}{}
+		s.live[id6] = live
 	}
-	s.live[id6][st] = struct{}{}
+	live[st] = struct{}{}
 	s.mu.Unlock()
 	return ctx, func() {
 		s.mu.Lock()
-		delete(s.live[id6], st)
-		if len(s.live[id6]) == 0 {
-			delete(s.live, id6)
-		}
+		delete(live, st)
 		s.mu.Unlock()
 		cancel()
 	}, true
@@ -222,6 +244,7 @@ func (s *streams) cancel(id6 string) {
 	for st := range s.live[id6] {
 		st.end()
 	}
+	delete(s.live, id6) // its streams' done funcs delete from the map they hold
 }
 
 func (s *streams) cancelAll() {

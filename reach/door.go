@@ -363,8 +363,7 @@ func (d *Door) admitFast(r *http.Request) (*http.Request, func(), bool) {
 	if c == nil {
 		return nil, nil, false
 	}
-	ctx := context.WithValue(context.WithValue(r.Context(), deviceKey{}, dev), markKey{}, mark)
-	ctx, done, ok := d.streams.track(ctx, fastAnswer{c}, dev.ID6, mark)
+	ctx, done, ok := d.streams.track(withAdmitted(r.Context(), dev, mark), fastAnswer{c}, dev.ID6, mark)
 	if !ok {
 		return nil, nil, false
 	}
@@ -437,8 +436,7 @@ func (d *Door) serve(w http.ResponseWriter, r *http.Request) {
 		d.log.Warn("fleet.reach-unknown-device", "peer", r.RemoteAddr, "counted", counted)
 	}
 	if ok {
-		ctx := context.WithValue(r.Context(), deviceKey{}, dev)
-		r = r.WithContext(context.WithValue(ctx, markKey{}, mark))
+		r = r.WithContext(withAdmitted(r.Context(), dev, mark))
 	}
 	d.router.ServeHTTP(w, r)
 }

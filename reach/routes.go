@@ -88,7 +88,7 @@ func (d *Door) notMine(w http.ResponseWriter, r *http.Request) {
 		stripDeviceCookie(r.Header) // R9: the credential never reaches a console
 		var ctx context.Context
 		var done func()
-		mark, _ := r.Context().Value(markKey{}).(uint64) // none: 0, refused if ever revoked (fail closed)
+		mark := markFrom(r) // none: 0, refused if ever revoked (fail closed)
 		rc := http.NewResponseController(w)
 		if ctx, done, ok = d.streams.track(r.Context(), netHTTPAnswer{rc}, dev.ID6, mark); ok {
 			defer done()
