@@ -33,22 +33,14 @@ func TestRefusalsInTheCallersLanguage_U5(t *testing.T) {
 		{"U5 console-down", "GET", "/c/beta/", nil, 502, "console-down"},
 	}
 	for _, row := range rows {
-		for _, html := range []bool{false, true} {
-			name := row.name + " JSON"
-			extra := row.extra
-			if html {
-				name = row.name + " HTML"
-				extra = append([]string{doortest.BrowserAccept}, extra...)
+		doortest.InBothLanguages(t, row.name, row.extra, func(t *testing.T, extra []string, html bool) {
+			before := d.Alpha.Count()
+			r := d.RawAs(doortest.ServeReq(row.method, row.path, extra...))
+			doortest.WantRefusalIn(t, r, row.status, row.reason, html)
+			if d.Alpha.Count() != before {
+				t.Error("the console saw the request")
 			}
-			t.Run(name, func(t *testing.T) {
-				before := d.Alpha.Count()
-				r := d.RawAs(doortest.ServeReq(row.method, row.path, extra...))
-				doortest.WantRefusalIn(t, r, row.status, row.reason, html)
-				if d.Alpha.Count() != before {
-					t.Error("the console saw the request")
-				}
-			})
-		}
+		})
 	}
 	t.Run("U5 host", func(t *testing.T) {
 		for _, html := range []bool{false, true} {

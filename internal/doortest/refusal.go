@@ -10,6 +10,15 @@ import (
 // BrowserAccept is the Accept line of a browser's navigation, which prefers text/html (SPEC U5).
 const BrowserAccept = "Accept: text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
 
+// InBothLanguages runs check as two subtests of t, name+" JSON" and name+" HTML": with extra as
+// it is (a script's request, no Accept: JSON) and with BrowserAccept before it (a browser's:
+// HTML), html saying which (SPEC U5).
+func InBothLanguages(t *testing.T, name string, extra []string, check func(t *testing.T, extra []string, html bool)) {
+	t.Helper()
+	t.Run(name+" JSON", func(t *testing.T) { check(t, extra, false) })
+	t.Run(name+" HTML", func(t *testing.T) { check(t, append([]string{BrowserAccept}, extra...), true) })
+}
+
 // WantRefusalIn checks a refusal as read off the wire in the language SPEC U5 gives it: status,
 // X-Fleet-Reason and, when html, the refusal page (text/html, in fleet's look, naming the reason
 // and what to do next); else exactly one JSON object {"error":reason,"detail":<a sentence>} as
