@@ -332,6 +332,13 @@ type fleet struct {
 
 func startFleet(t *testing.T) *fleet {
 	t.Helper()
+	return startFleetWith(t, nil)
+}
+
+// startFleetWith is startFleet, with more, when not nil, run on the door once the reference
+// console is registered (another console of the test's own).
+func startFleetWith(t *testing.T, more func(door *supervisortest.Door)) *fleet {
+	t.Helper()
 	home := filepath.Join(t.TempDir(), "state")
 	logs := &syncBuffer{}
 	door := supervisortest.Start(t, supervisor.Config{
@@ -351,6 +358,9 @@ func startFleet(t *testing.T) *fleet {
 	refLn := listen(t)
 	serveOn(t, refLn, rec)
 	door.Register(t, supervisor.Console{ID: "ref", Addr: refLn.Addr().String(), Name: "Reference console"})
+	if more != nil {
+		more(door)
+	}
 
 	serveLn := listen(t)
 	serveOn(t, serveLn, serveStandIn(door.Addr))

@@ -7,16 +7,12 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 
-	"github.com/phase-console/fleet/console"
-	"github.com/phase-console/fleet/console/refconsole"
 	"github.com/phase-console/fleet/internal/chromiumtest"
 	"github.com/phase-console/fleet/internal/look"
 	"github.com/phase-console/fleet/internal/supervisortest"
@@ -316,37 +312,12 @@ func checkLANPairing(t *testing.T, ctx context.Context, s screen) {
 // nothing listens: its page is the console-down page.
 func startLookFleet(t *testing.T) *fleet {
 	t.Helper()
-	home := filepath.Join(t.TempDir(), "state")
-	logs := &syncBuffer{}
-	door := supervisortest.Start(t, supervisor.Config{
-		StateHome:     home,
-		LocalAPI:      serveFakeLocalAPI(t),
-		TailscaledUID: os.Getuid(),
-		Logger:        slog.New(slog.NewJSONHandler(logs, nil)),
+	return startFleetWith(t, func(door *supervisortest.Door) {
+		goneLn := listen(t)
+		gone := goneLn.Addr().String()
+		goneLn.Close()
+		door.Register(t, supervisor.Console{ID: "gone", Addr: gone, Name: "Gone console"})
 	})
-	v, err := console.New(console.Config{StateDir: home, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { v.Close() })
-	rec := &recorder{next: refconsole.New(refconsole.Config{ID: "ref", Name: "Reference console", Verifier: v,
-		Tick: 150 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})}
-	refLn := listen(t)
-	serveOn(t, refLn, rec)
-	door.Register(t, supervisor.Console{ID: "ref", Addr: refLn.Addr().String(), Name: "Reference console"})
-	goneLn := listen(t)
-	gone := goneLn.Addr().String()
-	goneLn.Close()
-	door.Register(t, supervisor.Console{ID: "gone", Addr: gone, Name: "Gone console"})
-
-	serveLn := listen(t)
-	serveOn(t, serveLn, serveStandIn(door.Addr))
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("supervisor log:\n%s", logs.String())
-		}
-	})
-	return &fleet{serveURL: "http://" + serveLn.Addr().String(), logs: logs, console: rec}
 }
 
 // serveStaticPages serves, on a loopback port, the two pages no running door shows in this test:
