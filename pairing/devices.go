@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -27,12 +29,16 @@ const LastSeenInterval = 30 * time.Second
 // RefreshInterval is how often `fleet serve` should Watch the register: a revocation made by
 // another process ends the device's open streams within it and one reload of the file (SPEC R8:
 // at once; P1: within 1 s, with 10,000 devices, whose reload takes about a tenth of a second —
-// bench/scale). A request is refused sooner: each one's check looks at the file first.
+// bench/scale). A request is refused sooner: each one's check asks the file loaded (one fstat).
 const RefreshInterval = 500 * time.Millisecond
 
 // CredentialBytes is how many random bytes a device credential carries. It is given to the
 // device base64url-encoded without padding (43 characters), as a cookie value.
 const CredentialBytes = 32
+
+// credentialLen is the length of a credential as the device sends it: CredentialBytes in
+// base64url without padding.
+const credentialLen = (CredentialBytes*8 + 5) / 6
 
 // maxNameRunes bounds a device's name.
 const maxNameRunes = 64
@@ -205,8 +211,18 @@ func ListDevices(dir string) ([]Device, error) {
 
 // readDevices reads and checks devices.json; a missing file is an empty register.
 func readDevices(path string) (*devicesFile, error) {
+	data, err := state.ReadPrivateFile(path)
+	return parseDevices(path, data, err)
+}
+
+// parseDevices is readDevices' judgement of data, read from path with readErr.
+func parseDevices(path string, data []byte, readErr error) (*devicesFile, error) {
 	f := &devicesFile{Version: fileVersion}
-	if err := readJSON(path, f); err != nil && !notExist(err) {
+	err := readErr
+	if err == nil {
+		err = decodeJSON(path, data, f)
+	}
+	if err != nil && !notExist(err) {
 		return nil, err
 	}
 	ids := map[string]bool{}
@@ -338,8 +354,9 @@ func validHexSum(s string) bool {
 }
 
 // A Register keeps dir's device register in memory for a server: it answers Authenticate from
-// memory, follows the file (Refresh: one stat when nothing changed), and tells subscribers when a
-// device goes away — revoked by this process or any other.
+// memory, follows the file (each Authenticate: one fstat of the file it loaded, kept open, when
+// nothing changed), and tells subscribers when a device goes away — revoked by this process or
+// any other.
 //
 // While the file cannot be read or does not parse, no device is believed (fail closed), and every
 // device it believed is reported as revoked; it is believed again once the file is good.
@@ -349,6 +366,7 @@ type Register struct {
 	loadMu sync.Mutex // one reload at a time
 	mu     sync.Mutex // guards what follows
 	stamp  stamp      // of the file as last loaded
+	file   *os.File   // the file as last loaded, kept open for Authenticate's check; nil: none
 	err    error      // of the last load
 	byHash map[[sha256.Size]byte]*liveDevice
 	byID   map[string]*liveDevice
@@ -367,12 +385,17 @@ type liveDevice struct {
 }
 
 // stamp identifies one version of the file: every write renames a new file over it, so the inode
-// changes with each; mode is there so that a file made too open is read again, and refused.
+// changes with each; mode is there so that a file made too open is read again, and refused. The
+// same stamp comes from the path's lstat and from the fstat of the file kept open: a file
+// renamed over the one loaded unlinks it (its link count falls and its change time moves), so
+// the open file's fstat tells of it without a lookup of the path.
 type stamp struct {
 	exists bool
 	mod    int64
 	size   int64
 	ino    uint64
+	nlink  uint64
+	ctime  int64
 	mode   os.FileMode
 }
 
@@ -398,8 +421,8 @@ func (r *Register) OnRevoke(fn func(id6 string)) {
 	r.mu.Unlock()
 }
 
-// Refresh reloads the register if its file changed since the last load (one lstat otherwise,
-// cheap enough for every request), or if the last load failed. It returns the load's error.
+// Refresh reloads the register if its file changed since the last load (one lstat otherwise),
+// or if the last load failed. It returns the load's error.
 //
 // Of many requests that find the file changed at once, one reloads it; the others wait for that
 // load and use it, rather than each reading the whole file again.
@@ -410,6 +433,24 @@ func (r *Register) Refresh() error {
 	gone, subs, err := r.load(true)
 	r.tell(gone, subs)
 	return err
+}
+
+// refreshForRequest is Refresh as each Authenticate makes it: the fstat of the file loaded, kept
+// open, without a lookup of its path (which costs several times more: P2), and Refresh only when
+// that fstat says the file may have changed. It sees every write that a lookup would see at
+// once — every writer renames a new file over the old one (WriteFileAtomic) — but one: the file
+// moved away whole, and another put in its place, on a file system that leaves a renamed file's
+// change time alone. Watch's Refresh sees that within RefreshInterval.
+func (r *Register) refreshForRequest() {
+	r.mu.Lock()
+	f, want, good := r.file, r.stamp, r.err == nil
+	r.mu.Unlock()
+	if good && f != nil {
+		if info, err := f.Stat(); err == nil && stampOf(info) == want {
+			return
+		}
+	}
+	r.Refresh()
 }
 
 // fresh reports whether st is the file as last loaded, and that load succeeded.
@@ -490,11 +531,12 @@ func (r *Register) Revoke(id6 string) error {
 // lookup takes can only tell an attacker about the hash of their own guess, and a hash of a
 // 32-byte random secret gives no way back to a credential that matches.
 func (r *Register) Authenticate(cred string, now time.Time, addr string) (Device, bool) {
-	if len(cred) != base64.RawURLEncoding.EncodedLen(CredentialBytes) {
+	if len(cred) != credentialLen {
 		return Device{}, false
 	}
-	r.Refresh()
-	sum := sha256.Sum256([]byte(cred))
+	r.refreshForRequest()
+	var buf [credentialLen]byte // the credential's bytes, on the stack: no allocation a request
+	sum := sha256.Sum256(buf[:copy(buf[:], cred)])
 	r.mu.Lock()
 	d := r.byHash[sum]
 	if d == nil {
@@ -573,12 +615,17 @@ func (r *Register) writeLastSeen() {
 			return err
 		}
 		if loaded {
-			after := statFile(r.path)
+			file, after, err := openFile(r.path) // under the lock: the file just written
+			if err != nil {
+				return err
+			}
 			r.mu.Lock()
 			if r.stamp == before && r.err == nil {
 				r.stamp, reload = after, false
+				r.file, file = file, r.file
 			}
 			r.mu.Unlock()
+			closeFile(file)
 		}
 		return nil
 	})
@@ -610,11 +657,18 @@ func (r *Register) tell(gone []string, subs []func(string)) {
 func (r *Register) load(ifStale bool) (gone []string, subs []func(string), err error) {
 	r.loadMu.Lock()
 	defer r.loadMu.Unlock()
-	st := statFile(r.path)
-	if ifStale && r.fresh(st) {
+	file, st, err := openFile(r.path)
+	if err == nil && ifStale && r.fresh(st) {
+		closeFile(file)
 		return nil, nil, nil
 	}
-	f, err := readDevices(r.path)
+	var data []byte
+	if err == nil && file != nil {
+		data, err = io.ReadAll(file)
+	} else if err == nil {
+		err = fs.ErrNotExist // no file: an empty register
+	}
+	f, err := parseDevices(r.path, data, err)
 	byHash := map[[sha256.Size]byte]*liveDevice{}
 	byID := map[string]*liveDevice{}
 	if err == nil {
@@ -640,9 +694,12 @@ func (r *Register) load(ifStale bool) (gone []string, subs []func(string), err e
 	r.byHash, r.byID, r.err = byHash, byID, err
 	if err == nil {
 		r.stamp = st
+		r.file, file = file, r.file
 	} else {
 		r.stamp = stamp{}
+		r.file, file = nil, r.file
 	}
+	closeFile(file) // the one replaced, or the one that failed
 	slices.Sort(gone)
 	return gone, slices.Clone(r.subs), err
 }
@@ -653,7 +710,31 @@ func statFile(path string) stamp {
 	if err != nil {
 		return stamp{}
 	}
+	return stampOf(st)
+}
+
+// stampOf is the stamp of a file's lstat or fstat.
+func stampOf(st fs.FileInfo) stamp {
 	s := stamp{exists: true, mod: st.ModTime().UnixNano(), size: st.Size(), mode: st.Mode()}
-	fillIno(&s, st)
+	fillSys(&s, st)
 	return s
+}
+
+// openFile opens the private file at path as it is now (state.OpenPrivateFile), with its stamp;
+// a missing file is nil, the zero stamp and no error.
+func openFile(path string) (*os.File, stamp, error) {
+	f, info, err := state.OpenPrivateFile(path)
+	if notExist(err) {
+		return nil, stamp{}, nil
+	}
+	if err != nil {
+		return nil, stamp{}, err
+	}
+	return f, stampOf(info), nil
+}
+
+func closeFile(f *os.File) {
+	if f != nil {
+		f.Close()
+	}
 }

@@ -180,6 +180,82 @@ func TestRevocationSeenAtOnce_R8(t *testing.T) {
 	}
 }
 
+// TestRequestCheckIsTheOpenFile_R8_P2: each Authenticate asks the file it loaded, kept open, with
+// one fstat, never looking its path up (P2: that lookup cost more than any other step of a
+// paired device's request); and that fstat tells of every way the file can be written, at once.
+func TestRequestCheckIsTheOpenFile_R8_P2(t *testing.T) {
+	for name, change := range map[string]func(path string, without []byte) error{
+		"renamed over, as every writer of fleet's writes": func(path string, without []byte) error {
+			return state.WriteFileAtomic(path, without)
+		},
+		"written in place": func(path string, without []byte) error { return os.WriteFile(path, without, 0o600) },
+		"moved away, another put in its place": func(path string, without []byte) error {
+			if err := os.Rename(path, path+".old"); err != nil {
+				return err
+			}
+			return os.WriteFile(path, without, 0o600)
+		},
+		"removed":          func(path string, _ []byte) error { return os.Remove(path) },
+		"made too open":    func(path string, _ []byte) error { return os.Chmod(path, 0o644) },
+		"linked elsewhere": func(path string, _ []byte) error { return os.Link(path, path+".link") },
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := reachDir(t)
+			r, _ := OpenRegister(dir)
+			t.Cleanup(r.WaitWrites)
+			d, cred, _ := r.AddFor("phone", access.Everything, t0)
+			path := filepath.Join(dir, DevicesFile)
+			good, _ := os.ReadFile(path)
+			if err := RevokeDevice(dir, d.ID6); err != nil {
+				t.Fatal(err)
+			}
+			without, _ := os.ReadFile(path)
+			if err := state.WriteFileAtomic(path, good); err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := r.Authenticate(cred, t0, "x"); !ok {
+				t.Fatal("not believed from the file put back")
+			}
+			r.WaitWrites()
+			if err := change(path, without); err != nil {
+				t.Fatal(err)
+			}
+			_, ok := r.Authenticate(cred, t0, "x")
+			if name == "linked elsewhere" { // the same file, one more name: nothing to refuse
+				if !ok {
+					t.Fatal("a second link to the same register dropped the device")
+				}
+				return
+			}
+			if ok {
+				t.Fatal("believed after the file was changed")
+			}
+		})
+	}
+
+	t.Run("no lookup of the path", func(t *testing.T) {
+		dir := reachDir(t)
+		r, _ := OpenRegister(dir)
+		t.Cleanup(r.WaitWrites)
+		_, cred, _ := r.AddFor("phone", access.Everything, t0)
+		if _, ok := r.Authenticate(cred, t0, "x"); !ok {
+			t.Fatal("not believed")
+		}
+		r.WaitWrites() // its last seen, written: the file kept open is the one written
+		// The folder moved away: a lookup of the path finds nothing, the open file is unchanged.
+		if err := os.Rename(dir, dir+"-moved"); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := r.Authenticate(cred, t0, "x"); !ok {
+			t.Fatal("a request's check looked the path up")
+		}
+		r.Refresh() // Watch's: a lookup, which finds no file, and so no device
+		if _, ok := r.Authenticate(cred, t0, "x"); ok {
+			t.Fatal("believed after Refresh found no register")
+		}
+	})
+}
+
 // TestWatchSeesRevocation_R8: with nobody calling Authenticate (a device holding only a stream
 // open), Watch notices a revocation by another process and tells the subscribers.
 func TestWatchSeesRevocation_R8(t *testing.T) {
@@ -452,5 +528,11 @@ func TestOpenRegisterEmpty_R9(t *testing.T) {
 	}
 	if err := RevokeDevice(dir, "abcdef"); !errors.Is(err, ErrNoSuchDevice) {
 		t.Fatalf("RevokeDevice = %v", err)
+	}
+}
+
+func TestCredentialLen_R8(t *testing.T) {
+	if want := base64.RawURLEncoding.EncodedLen(CredentialBytes); credentialLen != want {
+		t.Fatalf("credentialLen = %d, want %d", credentialLen, want)
 	}
 }

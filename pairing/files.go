@@ -143,6 +143,11 @@ func readJSON(path string, v pairingFile) error {
 	if err != nil {
 		return err
 	}
+	return decodeJSON(path, data, v)
+}
+
+// decodeJSON is readJSON's judgement of data, the bytes of the file at path.
+func decodeJSON(path string, data []byte, v pairingFile) error {
 	if len(data) > maxFileSize {
 		return &ParseError{Path: path, Err: fmt.Errorf("larger than %d bytes", maxFileSize)}
 	}

@@ -185,23 +185,37 @@ func ReadPrivateFile(path string) ([]byte, error) {
 // readPrivate is ReadPrivateFile, and the stat of the file it read, taken before its bytes were
 // read (so a write in place after that changes the file's stamp again).
 func readPrivate(path string) ([]byte, fs.FileInfo, error) {
-	f, err := openPrivate(path)
+	f, st, err := OpenPrivateFile(path)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := checkPrivateFile(path, st); err != nil {
-		return nil, nil, err
-	}
 	data, err := io.ReadAll(f)
 	if err != nil {
 		return nil, nil, err
 	}
 	return data, st, nil
+}
+
+// OpenPrivateFile opens path as ReadPrivateFile reads it, judged by the same rule, and returns
+// the open file, positioned at its start, with its fstat taken before anything is read. A reader
+// that keeps it open can ask it later, with one fstat and no lookup of the path, whether path was
+// written again: every write of a state file renames a new file over it (WriteFileAtomic), which
+// unlinks this one (its link count falls, its change time moves).
+func OpenPrivateFile(path string) (*os.File, fs.FileInfo, error) {
+	f, err := openPrivate(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := f.Stat()
+	if err == nil {
+		err = checkPrivateFile(path, st)
+	}
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return f, st, nil
 }
 
 // openPrivate opens path for reading without following a symlink at path and without blocking
