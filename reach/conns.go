@@ -156,18 +156,21 @@ type conn struct {
 
 	kind          connKind
 	all, bySource links
-	waitAll       links        // on the table's waiting list, while waitingOn
-	waitSource    links        // on its source's waiting list, while waitingOn
-	stallAll      links        // on the table's stalled list, while stalledOn
-	stallSource   links        // on its source's stalled list, while stalledOn
-	byDev         links        // on its device's list, while a device's
-	src           *sourceConns // its source's lists, while a stranger's
-	accepted      time.Time    // when it was accepted (the monotonic clock: helloGrace)
-	waitingOn     bool         // on the waiting lists: a stranger's whose ClientHello has not been seen whole
-	stalledOn     bool         // on the stalled lists: a stranger's answered in its handshake, silent since
-	id6           string       // the device that last showed its credential on it
-	claimedBy     string       // the device whose session it offers, while claimedConn
-	active        atomic.Bool  // a request in flight (or hijacked: no longer net/http's to idle); set under mu but by the fast loop
+	waitAll       links         // on the table's waiting list, while waitingOn
+	waitSource    links         // on its source's waiting list, while waitingOn
+	stallAll      links         // on the table's stalled list, while stalledOn
+	stallSource   links         // on its source's stalled list, while stalledOn
+	byDev         links         // on its device's list, while a device's
+	src           *sourceConns  // its source's lists, while a stranger's
+	peer          netip.Addr    // PeerAddr of its requests, made once (peerAddr)
+	peerText      string        // peer as text: a device's last address (peerText)
+	fast          *fastRequests // what the fast loop's requests on it reuse (admitFast)
+	accepted      time.Time     // when it was accepted (the monotonic clock: helloGrace)
+	waitingOn     bool          // on the waiting lists: a stranger's whose ClientHello has not been seen whole
+	stalledOn     bool          // on the stalled lists: a stranger's answered in its handshake, silent since
+	id6           string        // the device that last showed its credential on it
+	claimedBy     string        // the device whose session it offers, while claimedConn
+	active        atomic.Bool   // a request in flight (or hijacked: no longer net/http's to idle); set under mu but by the fast loop
 	stopIdle      func() bool
 	idleGen       uint64 // an idle timer armed for another generation does nothing
 
@@ -196,7 +199,7 @@ func (c *conn) Read(p []byte) (int, error) {
 				c.helloIn.Store(true)
 				c.table.greeted(c)
 			}
-		} else if c.answered.Load() && c.spoke.CompareAndSwap(false, true) {
+		} else if c.answered.Load() && !c.spoke.Load() && c.spoke.CompareAndSwap(false, true) {
 			c.table.unstall(c)
 		}
 	}
@@ -270,6 +273,9 @@ func (l *boundedListener) Accept() (net.Conn, error) {
 // nil, is the log line to write about evictions.
 func (t *connTable) admit(raw net.Conn) (c *conn, evicted []*conn, report []any) {
 	c = &conn{Conn: raw, table: t, key: keyOf(peerOf(raw)), accepted: time.Now()}
+	if ap, err := netip.ParseAddrPort(raw.RemoteAddr().String()); err == nil { // as PeerAddr parses r.RemoteAddr
+		c.peer, c.peerText = ap.Addr(), ap.Addr().String()
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	evicted = t.makeRoomLocked(c.key, 1)
@@ -717,6 +723,23 @@ func connOf(nc net.Conn) *conn {
 // setActive records whether the fast loop has a request of c's in flight (R6e: a device's busy
 // connection is not closed for its bound).
 func (c *conn) setActive(active bool) { c.active.Store(active) }
+
+// peerAddr is PeerAddr(r), parsed once for r's connection: a paired device's every request asks
+// it. A request that names no connection of the door's has it parsed.
+func peerAddr(r *http.Request) netip.Addr {
+	if c, ok := r.Context().Value(connKey{}).(*conn); ok && c.peer.IsValid() {
+		return c.peer
+	}
+	return PeerAddr(r)
+}
+
+// peerText is peerAddr(r) as text, made once for r's connection.
+func peerText(r *http.Request) string {
+	if c, ok := r.Context().Value(connKey{}).(*conn); ok && c.peer.IsValid() {
+		return c.peerText
+	}
+	return PeerAddr(r).String()
+}
 
 // peerOf is the address of raw's TCP peer: the source of its connection (never a header).
 func peerOf(raw net.Conn) netip.Addr {

@@ -3,6 +3,7 @@ package reach
 import (
 	"context"
 	"net/http"
+	"net/textproto"
 	"strings"
 	"sync"
 	"time"
@@ -24,8 +25,22 @@ type admitted struct {
 	mark uint64
 }
 
+// admittedContext is a request's context with its admission: one allocation for both, on each
+// request of a paired device.
+type admittedContext struct {
+	context.Context
+	a admitted
+}
+
+func (c *admittedContext) Value(key any) any {
+	if key == (admittedKey{}) {
+		return &c.a
+	}
+	return c.Context.Value(key)
+}
+
 func withAdmitted(ctx context.Context, dev pairing.Device, mark uint64) context.Context {
-	return context.WithValue(ctx, admittedKey{}, &admitted{dev: dev, mark: mark})
+	return &admittedContext{Context: ctx, a: admitted{dev: dev, mark: mark}}
 }
 
 func deviceFrom(r *http.Request) (pairing.Device, bool) {
@@ -49,25 +64,71 @@ func markFrom(r *http.Request) uint64 {
 // device. Two device cookies are one too many: neither is believed. closed is whether r's
 // connection was closed for the device's bound (R6e): r is to be abandoned.
 func (d *Door) authenticate(r *http.Request) (dev pairing.Device, sent, ok, closed bool) {
-	var cred string
-	n := 0
-	for _, c := range r.Cookies() {
-		if c.Name == pairing.CookieName {
-			cred = c.Value
-			n++
-		}
-	}
+	cred, n := deviceCookie(r)
 	if n == 0 {
 		return pairing.Device{}, false, false, false
 	}
 	if n > 1 {
 		return pairing.Device{}, true, false, false
 	}
-	dev, ok = d.cfg.Devices.Authenticate(cred, d.now(), PeerAddr(r).String())
+	dev, ok = d.cfg.Devices.Authenticate(cred, d.now(), peerText(r))
 	if ok {
 		closed = !d.conns.credentialShown(r, dev.ID6) // R6c: its connection is a device's from now on
 	}
 	return dev, true, ok, closed
+}
+
+// deviceCookie is what r.Cookies() finds of the device cookie, without making the list of every
+// cookie (each request of a paired device asks): the value of the last one, and how many there
+// are. It follows net/http's rules (readCookies): each Cookie line split on ';', each part and
+// then its name trimmed of ASCII space, a value in double quotes unquoted, a value holding a byte
+// that no cookie value may hold skipped. With more parts than cookieScanLimit it asks r.Cookies() itself,
+// whose limit on how many cookies a request may carry then applies as it does.
+func deviceCookie(r *http.Request) (cred string, n int) {
+	lines := r.Header["Cookie"]
+	parts := 0
+	for _, line := range lines {
+		parts += strings.Count(line, ";") + 1
+	}
+	if parts > cookieScanLimit {
+		for _, c := range r.Cookies() {
+			if c.Name == pairing.CookieName {
+				cred, n = c.Value, n+1
+			}
+		}
+		return cred, n
+	}
+	for _, line := range lines {
+		for rest := line; rest != ""; {
+			var part string
+			part, rest, _ = strings.Cut(rest, ";")
+			name, value, _ := strings.Cut(textproto.TrimString(part), "=")
+			if textproto.TrimString(name) != pairing.CookieName {
+				continue
+			}
+			if len(value) > 1 && value[0] == '"' && value[len(value)-1] == '"' {
+				value = value[1 : len(value)-1]
+			}
+			if validCookieValue(value) {
+				cred, n = value, n+1
+			}
+		}
+	}
+	return cred, n
+}
+
+// cookieScanLimit is how many cookie parts deviceCookie scans itself: far more than any browser
+// sends a door, far fewer than net/http's own limit.
+const cookieScanLimit = 64
+
+// validCookieValue is net/http's test of a cookie value's bytes (validCookieValueByte).
+func validCookieValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if b := v[i]; b < 0x20 || b >= 0x7f || b == '"' || b == ';' || b == '\\' {
+			return false
+		}
+	}
+	return true
 }
 
 // deviceCallers is R9 as the shared Door's caller verification: the device the door
@@ -80,7 +141,7 @@ type deviceCallers struct{}
 // failure (R6).
 func (deviceCallers) VerifyCaller(r *http.Request, consoleID string) (proxy.Caller, *proxy.Refusal) {
 	dev, ok := deviceFrom(r)
-	src := PeerAddr(r)
+	src := peerAddr(r)
 	if !ok || dev.ID6 == "" || !src.IsValid() {
 		return proxy.Caller{}, proxy.Refuse(http.StatusInternalServerError, "internal", "the door verified no device")
 	}
@@ -119,6 +180,9 @@ func stripDeviceCookie(h http.Header) {
 // withoutDeviceCookie is one Cookie line without the device's credential, the other cookies as
 // they were sent; "" when none is left.
 func withoutDeviceCookie(line string) string {
+	if onlyDeviceCookie(line) {
+		return "" // a phone's usual line, on every request: nothing to build
+	}
 	var parts []string
 	for _, p := range strings.Split(line, ";") {
 		name, _, _ := strings.Cut(p, "=")
@@ -130,6 +194,19 @@ func withoutDeviceCookie(line string) string {
 		}
 	}
 	return strings.Join(parts, "; ")
+}
+
+// onlyDeviceCookie reports whether every part of line is the device's credential or empty.
+func onlyDeviceCookie(line string) bool {
+	for rest := line; rest != ""; {
+		var part string
+		part, rest, _ = strings.Cut(rest, ";")
+		name, _, _ := strings.Cut(part, "=")
+		if strings.TrimSpace(name) != pairing.CookieName && strings.TrimSpace(part) != "" {
+			return false
+		}
+	}
+	return true
 }
 
 // Revoke ends the live connections of the device id6 on this door: its WebSockets (the hop's
@@ -159,8 +236,9 @@ type streams struct {
 
 // stream is one forwarded request in flight.
 type stream struct {
-	cancel context.CancelFunc
-	rc     answerEnd // its answer; nil in tests of the bookkeeping alone
+	cancel context.CancelFunc   // nil: a fast-loop answer, which no context ends (fastAnswer)
+	rc     answerEnd            // its answer; nil in tests of the bookkeeping alone
+	live   map[*stream]struct{} // its device's streams, while it is among them (guarded by streams.mu)
 }
 
 // answerEnd ends a forwarded request's answer at once, whatever it waits for (stream.end).
@@ -172,9 +250,18 @@ type netHTTPAnswer struct{ rc *http.ResponseController }
 func (a netHTTPAnswer) endAnswer() { a.rc.SetWriteDeadline(time.Unix(1, 0)) }
 
 // fastAnswer is an answer the fast loop passes on (P2): its exchange waits for the console on
-// the connection's own goroutine and watches no context, so the connection is closed, which
-// ends the exchange (the loop's watch of a stream sees its caller gone) and the connection.
+// the connection's own goroutine and watches no context once it has its connection to the
+// console, so the connection is closed, which ends the exchange (the loop's watch of a stream
+// sees its caller gone) and the connection.
 type fastAnswer struct{ c *conn }
+
+// fastRequests are what the fast loop's requests on one connection reuse, one after another:
+// the stream a revocation ends (its answer: the connection), and the func that ends a request.
+// Made once, by the connection's first request that the fast loop forwards.
+type fastRequests struct {
+	stream stream
+	done   func()
+}
 
 func (a fastAnswer) endAnswer() { a.c.Conn.Close() }
 
@@ -187,7 +274,9 @@ func (a fastAnswer) endAnswer() { a.c.Conn.Close() }
 // its handler returns, and end is only called with streams.mu held, so rc is never used after
 // its request is over.
 func (st *stream) end() {
-	st.cancel()
+	if st.cancel != nil {
+		st.cancel()
+	}
 	if st.rc != nil {
 		st.rc.endAnswer()
 	}
@@ -213,11 +302,23 @@ func (s *streams) mark() uint64 {
 func (s *streams) track(parent context.Context, rc answerEnd, id6 string, mark uint64) (_ context.Context, done func(), ok bool) {
 	ctx, cancel := context.WithCancel(parent)
 	st := &stream{cancel: cancel, rc: rc}
-	s.mu.Lock()
-	if s.revoked[id6] > mark {
-		s.mu.Unlock()
+	if !s.add(st, id6, mark) {
 		cancel()
 		return nil, nil, false
+	}
+	return ctx, func() {
+		s.remove(st)
+		cancel()
+	}, true
+}
+
+// add makes st one of device id6's streams, which its revocation ends; false when id6 was
+// revoked since mark, which was taken before it was authenticated. st is in no device's streams.
+func (s *streams) add(st *stream, id6 string, mark uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.revoked[id6] > mark {
+		return false
 	}
 	live := s.live[id6]
 	if live == nil {
@@ -227,13 +328,16 @@ func (s *streams) track(parent context.Context, rc answerEnd, id6 string, mark u
 		s.live[id6] = live
 	}
 	live[st] = struct{}{}
+	st.live = live
+	return true
+}
+
+// remove forgets st, added before: its request is over.
+func (s *streams) remove(st *stream) {
+	s.mu.Lock()
+	delete(st.live, st)
+	st.live = nil
 	s.mu.Unlock()
-	return ctx, func() {
-		s.mu.Lock()
-		delete(live, st)
-		s.mu.Unlock()
-		cancel()
-	}, true
 }
 
 func (s *streams) cancel(id6 string) {

@@ -363,12 +363,17 @@ func (d *Door) admitFast(r *http.Request) (*http.Request, func(), bool) {
 	if c == nil {
 		return nil, nil, false
 	}
-	ctx, done, ok := d.streams.track(withAdmitted(r.Context(), dev, mark), fastAnswer{c}, dev.ID6, mark)
-	if !ok {
+	fr := c.fast // only this connection's fast loop touches it
+	if fr == nil {
+		fr = &fastRequests{stream: stream{rc: fastAnswer{c}}}
+		fr.done = func() { c.setActive(false); d.streams.remove(&fr.stream) }
+		c.fast = fr
+	}
+	if !d.streams.add(&fr.stream, dev.ID6, mark) {
 		return nil, nil, false
 	}
 	c.setActive(true)
-	return r.WithContext(ctx), func() { c.setActive(false); done() }, true
+	return r.WithContext(withAdmitted(r.Context(), dev, mark)), fr.done, true
 }
 
 // consoleField is the fast loop's ConsoleField: the device cookie never reaches a console (R9),
