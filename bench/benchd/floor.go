@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"io"
@@ -22,11 +23,14 @@ import (
 // changed but Connection, no check of any kind: it forwards whatever it is sent, so it is never
 // to be run as a proxy. bench/run measures it beside fleet, nginx and Caddy so that every run
 // shows how much of fleet's distance to nginx is Go's runtime and net package rather than
-// fleet's work.
+// fleet's work. With -cert and -key it terminates TLS (crypto/tls, as the direct-reach door
+// does) and is the same floor for the door's rows.
 func floor(args []string) error {
 	fs := flag.NewFlagSet("floor", flag.ExitOnError)
 	addr := fs.String("addr", "127.0.0.1:18083", "listen address")
 	backend := fs.String("backend", "127.0.0.1:18080", "the backend")
+	certFile := fs.String("cert", "", "a certificate (PEM): terminate TLS with it and -key")
+	keyFile := fs.String("key", "", "the certificate's key (PEM)")
 	fs.Parse(args)
 	// No TCP keep-alive on accepted connections, as fleet's door: four setsockopt calls fewer
 	// on each new connection.
@@ -34,6 +38,13 @@ func floor(args []string) error {
 	ln, err := lc.Listen(context.Background(), "tcp", *addr)
 	if err != nil {
 		return err
+	}
+	if *certFile != "" {
+		cert, err := tls.LoadX509KeyPair(*certFile, *keyFile)
+		if err != nil {
+			return err
+		}
+		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"http/1.1"}})
 	}
 	go func() {
 		ch := make(chan os.Signal, 1)
