@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -367,6 +368,7 @@ type Register struct {
 	mu     sync.Mutex // guards what follows
 	stamp  stamp      // of the file as last loaded
 	file   *os.File   // the file as last loaded, kept open for Authenticate's check; nil: none
+	fd     int        // file's descriptor (refreshForRequest)
 	err    error      // of the last load
 	byHash map[[sha256.Size]byte]*liveDevice
 	byID   map[string]*liveDevice
@@ -396,7 +398,7 @@ type stamp struct {
 	ino    uint64
 	nlink  uint64
 	ctime  int64
-	mode   os.FileMode
+	mode   uint32 // st_mode: type and permissions
 }
 
 // OpenRegister makes the folder if needed (0700) and loads its register. A register file that is
@@ -443,10 +445,14 @@ func (r *Register) Refresh() error {
 // change time alone. Watch's Refresh sees that within RefreshInterval.
 func (r *Register) refreshForRequest() {
 	r.mu.Lock()
-	f, want, good := r.file, r.stamp, r.err == nil
+	fd, want, good := r.fd, r.stamp, r.err == nil && r.file != nil
 	r.mu.Unlock()
-	if good && f != nil {
-		if info, err := f.Stat(); err == nil && stampOf(info) == want {
+	if good {
+		// The descriptor as a number, without os.File's bookkeeping: a reload may close it
+		// meanwhile, and its number then names another file or none, whose stamp is not want
+		// (another inode) or is an error. Either way Refresh decides.
+		var st syscall.Stat_t
+		if syscall.Fstat(fd, &st) == nil && stampOfSys(&st) == want {
 			return
 		}
 	}
@@ -622,7 +628,8 @@ func (r *Register) writeLastSeen() {
 			r.mu.Lock()
 			if r.stamp == before && r.err == nil {
 				r.stamp, reload = after, false
-				r.file, file = file, r.file
+				r.keep(file)
+				file = nil
 			}
 			r.mu.Unlock()
 			closeFile(file)
@@ -694,12 +701,12 @@ func (r *Register) load(ifStale bool) (gone []string, subs []func(string), err e
 	r.byHash, r.byID, r.err = byHash, byID, err
 	if err == nil {
 		r.stamp = st
-		r.file, file = file, r.file
+		r.keep(file)
 	} else {
 		r.stamp = stamp{}
-		r.file, file = nil, r.file
+		r.keep(nil)
+		closeFile(file)
 	}
-	closeFile(file) // the one replaced, or the one that failed
 	slices.Sort(gone)
 	return gone, slices.Clone(r.subs), err
 }
@@ -714,10 +721,22 @@ func statFile(path string) stamp {
 }
 
 // stampOf is the stamp of a file's lstat or fstat.
-func stampOf(st fs.FileInfo) stamp {
-	s := stamp{exists: true, mod: st.ModTime().UnixNano(), size: st.Size(), mode: st.Mode()}
-	fillSys(&s, st)
-	return s
+func stampOf(info fs.FileInfo) stamp {
+	if st, ok := info.Sys().(*syscall.Stat_t); ok {
+		return stampOfSys(st)
+	}
+	return stamp{exists: true, mod: info.ModTime().UnixNano(), size: info.Size(), mode: uint32(info.Mode())}
+}
+
+// keep makes f the file kept open for refreshForRequest (nil: none), closing the one it
+// replaces. r.mu is held.
+func (r *Register) keep(f *os.File) {
+	old := r.file
+	r.file, r.fd = f, -1
+	if f != nil {
+		r.fd = int(f.Fd())
+	}
+	closeFile(old)
 }
 
 // openFile opens the private file at path as it is now (state.OpenPrivateFile), with its stamp;

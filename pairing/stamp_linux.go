@@ -1,13 +1,9 @@
 package pairing
 
-import (
-	"io/fs"
-	"syscall"
-)
+import "syscall"
 
-// fillSys adds to s what only the system's stat has: the inode, the link count, the change time.
-func fillSys(s *stamp, st fs.FileInfo) {
-	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
-		s.ino, s.nlink, s.ctime = sys.Ino, uint64(sys.Nlink), sys.Ctim.Nano()
-	}
+// stampOfSys is the stamp of a stat as the system gives it.
+func stampOfSys(st *syscall.Stat_t) stamp {
+	return stamp{exists: true, mod: st.Mtim.Nano(), size: st.Size, ino: st.Ino, nlink: uint64(st.Nlink),
+		ctime: st.Ctim.Nano(), mode: st.Mode}
 }
