@@ -14,7 +14,8 @@
 // it is, never replaced. The files are shared between processes — `fleet serve` and the `fleet
 // reach pair|revoke|devices` commands — so every change is made under the lock: a code pairs
 // exactly once even when raced from two processes, and a [Register] in `fleet serve` sees a
-// revocation made by another process at its next [Register.Refresh] (one stat).
+// revocation made by another process at its next [Register.Authenticate] (one fstat of the file it
+// holds open) or [Register.Refresh].
 //
 // It also gives what a person is handed to pair a device, wherever it is shown (steps.go: the
 // door's root and pairing links and their QR codes, for `fleet reach pair` and the owner's page),
