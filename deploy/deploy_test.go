@@ -132,9 +132,17 @@ func TestSystemdUnitFileLimit_R6c(t *testing.T) {
 // TestSystemdAnalyzeVerify runs `systemd-analyze verify --user` on the unit, in a made-up home
 // whose ~/go/bin/fleet exists, and fails on anything it says.
 func TestSystemdAnalyzeVerify(t *testing.T) {
+	systemdVerify(t, "fleet.service")
+}
+
+// systemdVerify runs `systemd-analyze verify --user` on the units of deploy/systemd named, copied
+// into a folder of their own, in a made-up home whose ~/go/bin/fleet exists, and fails on
+// anything it says. It skips where systemd-analyze is missing or cannot run (no user manager).
+func systemdVerify(t *testing.T, names ...string) {
+	t.Helper()
 	sa, err := exec.LookPath("systemd-analyze")
 	if err != nil {
-		t.Skip("systemd-analyze is not installed: the unit's syntax was not verified (TestSystemdUnit_S1 still checks its settings)")
+		t.Skip("systemd-analyze is not installed: the units' syntax was not verified (the other tests still check their settings)")
 	}
 	home := t.TempDir()
 	bin := filepath.Join(home, "go", "bin")
@@ -149,18 +157,22 @@ func TestSystemdAnalyzeVerify(t *testing.T) {
 		t.Fatal(err)
 	}
 	unitDir := t.TempDir()
-	src, err := os.ReadFile(filepath.Join("systemd", "fleet.service"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	unit := filepath.Join(unitDir, "fleet.service")
-	if err := os.WriteFile(unit, src, 0o644); err != nil {
-		t.Fatal(err)
+	var units []string
+	for _, name := range names {
+		src, err := os.ReadFile(filepath.Join("systemd", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(unitDir, name)
+		if err := os.WriteFile(p, src, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		units = append(units, p)
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, sa, "verify", "--user", unit)
+	cmd := exec.CommandContext(ctx, sa, append([]string{"verify", "--user"}, units...)...)
 	cmd.Env = append(os.Environ(), "HOME="+home, "XDG_RUNTIME_DIR="+runtime, "SYSTEMD_LOG_COLOR=0", "SYSTEMD_PAGER=")
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -177,7 +189,7 @@ func TestSystemdAnalyzeVerify(t *testing.T) {
 		t.Fatalf("systemd-analyze: %v", err)
 	}
 	if err != nil || text != "" {
-		t.Fatalf("systemd-analyze verify --user fleet.service: %v\n%s", err, text)
+		t.Fatalf("systemd-analyze verify --user %s: %v\n%s", strings.Join(names, " "), err, text)
 	}
 }
 

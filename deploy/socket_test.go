@@ -1,14 +1,9 @@
 package deploy
 
 import (
-	"bytes"
-	"context"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestSystemdSocketUnits_O3_S1: the socket units hold the loopback door's two sockets across
@@ -57,47 +52,5 @@ func TestSystemdSocketUnits_O3_S1(t *testing.T) {
 // TestSystemdAnalyzeVerifySockets runs `systemd-analyze verify --user` on the service and both
 // socket units together, and fails on anything it says.
 func TestSystemdAnalyzeVerifySockets(t *testing.T) {
-	sa, err := exec.LookPath("systemd-analyze")
-	if err != nil {
-		t.Skip("systemd-analyze is not installed")
-	}
-	home := t.TempDir()
-	bin := filepath.Join(home, "go", "bin")
-	if err := os.MkdirAll(bin, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(bin, "fleet"), []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	runtime := filepath.Join(t.TempDir(), "run")
-	if err := os.Mkdir(runtime, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	unitDir := t.TempDir()
-	var units []string
-	for _, name := range []string{"fleet.service", "fleet.socket", "fleet-unix.socket"} {
-		src, err := os.ReadFile(filepath.Join("systemd", name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := filepath.Join(unitDir, name)
-		if err := os.WriteFile(p, src, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		units = append(units, p)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, sa, append([]string{"verify", "--user"}, units...)...)
-	cmd.Env = append(os.Environ(), "HOME="+home, "XDG_RUNTIME_DIR="+runtime, "SYSTEMD_LOG_COLOR=0", "SYSTEMD_PAGER=")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err = cmd.Run()
-	text := strings.TrimSpace(out.String())
-	if ctx.Err() != nil || strings.Contains(text, "Failed to initialize manager") {
-		t.Skipf("systemd-analyze verify --user cannot run here: %s", text)
-	}
-	if err != nil || text != "" {
-		t.Fatalf("systemd-analyze verify --user: %v\n%s", err, text)
-	}
+	systemdVerify(t, "fleet.service", "fleet.socket", "fleet-unix.socket")
 }
