@@ -46,14 +46,7 @@ func TestPeersHTTPOnly_O8(t *testing.T) {
 		return tlsDial(ctx, host, port)
 	}
 
-	code, out, errs := runPeersCmd(t)
-	if code != 0 || errs != "" {
-		t.Fatalf("exit %d, stderr %q", code, errs)
-	}
-	var rows []string
-	for _, l := range strings.Split(out, "\n") {
-		rows = append(rows, strings.Join(strings.Fields(l), " "))
-	}
+	rows, out := peersRows(t)
 	for _, want := range []string{
 		"box.tail1234.ts.net alice@example.com fleet: 2 console(s) for this machine's owner 7 ms",
 		"plain.tail1234.ts.net alice@example.com answers as fleet over HTTP only, not HTTPS (",
@@ -66,7 +59,7 @@ func TestPeersHTTPOnly_O8(t *testing.T) {
 		}
 	}
 
-	code, out, _ = runPeersCmd(t, "--json")
+	code, out, _ := runPeersCmd(t, "--json")
 	if code != 0 {
 		t.Fatalf("--json: exit %d", code)
 	}

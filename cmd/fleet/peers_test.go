@@ -118,6 +118,20 @@ func runPeersCmd(t *testing.T, args ...string) (int, string, string) {
 	return st, out.String(), errb.String()
 }
 
+// peersRows runs `fleet peers`, which must succeed with nothing on stderr, and returns its output
+// and each line of it with its runs of spaces made one (the table's columns are aligned).
+func peersRows(t *testing.T) (rows []string, out string) {
+	t.Helper()
+	code, out, errs := runPeersCmd(t)
+	if code != 0 || errs != "" {
+		t.Fatalf("exit %d, stderr %q", code, errs)
+	}
+	for _, l := range strings.Split(out, "\n") {
+		rows = append(rows, strings.Join(strings.Fields(l), " "))
+	}
+	return rows, out
+}
+
 // TestPeers_G2: fleet peers asks every online peer for the index, as this machine, and tells a
 // fleet's answer (a refusal too) from another server's and from no answer, each with its time.
 func TestPeers_G2(t *testing.T) {
@@ -133,14 +147,7 @@ func TestPeers_G2(t *testing.T) {
 		"ci":  fleetRefusal("not-granted"),
 		"nas": http.NotFoundHandler(),
 	})
-	code, out, errs := runPeersCmd(t)
-	if code != 0 || errs != "" {
-		t.Fatalf("exit %d, stderr %q", code, errs)
-	}
-	var rows []string
-	for _, l := range strings.Split(out, "\n") {
-		rows = append(rows, strings.Join(strings.Fields(l), " "))
-	}
+	rows, out := peersRows(t)
 	for _, want := range []string{
 		"PEER OWNER ANSWER TIME",
 		"box.tail1234.ts.net alice@example.com fleet: 2 console(s) for this machine's owner 7 ms",
@@ -157,7 +164,7 @@ func TestPeers_G2(t *testing.T) {
 		t.Errorf("output:\n%s", out)
 	}
 
-	code, out, _ = runPeersCmd(t, "--json")
+	code, out, _ := runPeersCmd(t, "--json")
 	if code != 0 {
 		t.Fatalf("--json: exit %d", code)
 	}
