@@ -403,6 +403,9 @@ func TestRevokedTicket_R6d(t *testing.T) {
 		if err := hs.Handshake(); err != nil {
 			t.Fatal(err)
 		}
+		// and the door has read its end of the handshake: until then it is stalled after the
+		// door's answer, and the next stranger's room would rightly be made with it instead.
+		waitNoneStalled(t, d)
 	}
 	defer func() {
 		for _, c := range strangers {
@@ -411,6 +414,24 @@ func TestRevokedTicket_R6d(t *testing.T) {
 	}()
 	if !held.closedByDoor() {
 		t.Errorf("the revoked phone's resumed connection survived %d strangers from its address", SourceConnLimit)
+	}
+}
+
+// waitNoneStalled waits until the door holds no connection stalled after its handshake's answer.
+func waitNoneStalled(t *testing.T, d *testDoor) {
+	t.Helper()
+	deadline := time.Now().Add(doortest.WaitLimit)
+	for {
+		d.door.conns.mu.Lock()
+		n := d.door.conns.stalled.n
+		d.door.conns.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the door still holds %d connections stalled in their handshake", n)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
