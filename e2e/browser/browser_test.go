@@ -36,6 +36,7 @@ import (
 	"github.com/phase-console/fleet/console"
 	"github.com/phase-console/fleet/console/refconsole"
 	"github.com/phase-console/fleet/internal/chromiumtest"
+	"github.com/phase-console/fleet/internal/doortest"
 	"github.com/phase-console/fleet/internal/supervisortest"
 	"github.com/phase-console/fleet/internal/testlog"
 	"github.com/phase-console/fleet/supervisor"
@@ -453,18 +454,7 @@ func fakeLocalAPI(w http.ResponseWriter, r *http.Request) {
 // limited to about 100 bytes) and returns a real LocalAPI client for it.
 func serveFakeLocalAPI(t *testing.T) *local.Client {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "fleet-lapi")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	sock := filepath.Join(dir, "tailscaled.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serveOn(t, ln, http.HandlerFunc(fakeLocalAPI))
-	return &local.Client{Socket: sock, UseSocketOnly: true}
+	return doortest.ServeLocalAPIHandler(t, http.HandlerFunc(fakeLocalAPI))
 }
 
 // otherOriginPage is a page of another origin whose script tries to use the tailnet identity:

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -26,6 +25,7 @@ import (
 	"github.com/phase-console/fleet/console"
 	"github.com/phase-console/fleet/console/refconsole"
 	"github.com/phase-console/fleet/internal/chromiumtest"
+	"github.com/phase-console/fleet/internal/doortest"
 	"github.com/phase-console/fleet/internal/state"
 	"github.com/phase-console/fleet/internal/supervisortest"
 	"github.com/phase-console/fleet/pairing"
@@ -351,16 +351,5 @@ func serveOwnerLocalAPI(t *testing.T) *local.Client {
 // returns a real LocalAPI client for it.
 func serveLocalAPIWith(t *testing.T, h http.Handler) *local.Client {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "fleet-lapi")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	sock := filepath.Join(dir, "tailscaled.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serveOn(t, ln, h)
-	return &local.Client{Socket: sock, UseSocketOnly: true}
+	return doortest.ServeLocalAPIHandler(t, h)
 }

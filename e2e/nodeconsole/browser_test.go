@@ -26,6 +26,7 @@ import (
 	"tailscale.com/ipn/ipnstate"
 
 	"github.com/phase-console/fleet/ca"
+	"github.com/phase-console/fleet/internal/doortest"
 	"github.com/phase-console/fleet/internal/state"
 	"github.com/phase-console/fleet/internal/supervisortest"
 	"github.com/phase-console/fleet/pairing"
@@ -254,17 +255,7 @@ func trustDoor(t *testing.T, addr, fingerprint string) string {
 // tailnet peer, status says TUN, no Tailscale SSH, no raw TCP forward.
 func serveFakeLocalAPI(t *testing.T) *local.Client {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "fleet-lapi")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	sock := filepath.Join(dir, "tailscaled.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return doortest.ServeLocalAPIHandler(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/localapi/v0/status":
 			json.NewEncoder(w).Encode(&ipnstate.Status{Version: "1.102.5", TUN: true, BackendState: "Running",
@@ -277,8 +268,5 @@ func serveFakeLocalAPI(t *testing.T) *local.Client {
 		default:
 			http.Error(w, "no match for IP:port", http.StatusNotFound)
 		}
-	})}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-	return &local.Client{Socket: sock, UseSocketOnly: true}
+	}))
 }

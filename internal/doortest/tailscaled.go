@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/netip"
@@ -14,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"tailscale.com/client/local"
 	"tailscale.com/client/tailscale/apitype"
@@ -238,6 +241,14 @@ func (f *FakeTailscaled) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // ServeLocalAPI serves f on a unix socket until t ends and returns a real LocalAPI client for it.
 func ServeLocalAPI(t testing.TB, f *FakeTailscaled) *local.Client {
 	t.Helper()
+	return ServeLocalAPIHandler(t, f)
+}
+
+// ServeLocalAPIHandler serves h as tailscaled's LocalAPI on a unix socket, in a short folder of
+// its own (a socket's path is limited to about 100 bytes), until t ends, and returns a real
+// LocalAPI client for it.
+func ServeLocalAPIHandler(t testing.TB, h http.Handler) *local.Client {
+	t.Helper()
 	dir, err := os.MkdirTemp("", "fleet-lapi")
 	if err != nil {
 		t.Fatal(err)
@@ -248,7 +259,7 @@ func ServeLocalAPI(t testing.TB, f *FakeTailscaled) *local.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: f}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
 	return &local.Client{Socket: sock, UseSocketOnly: true}
