@@ -438,11 +438,11 @@ func (r *Register) Refresh() error {
 }
 
 // refreshForRequest is Refresh as each Authenticate makes it: the fstat of the file loaded, kept
-// open, without a lookup of its path (which costs several times more: P2), and Refresh only when
-// that fstat says the file may have changed. It sees every write that a lookup would see at
-// once — every writer renames a new file over the old one (WriteFileAtomic) — but one: the file
-// moved away whole, and another put in its place, on a file system that leaves a renamed file's
-// change time alone. Watch's Refresh sees that within RefreshInterval.
+// open, without a lookup of its path (about twice its cost, more on a busy machine: P2), and
+// Refresh only when that fstat says the file may have changed. It sees every write that a lookup
+// would see at once — every writer renames a new file over the old one (WriteFileAtomic) — but
+// one: the file moved away whole, and another put in its place, on a file system that leaves a
+// renamed file's change time alone. Watch's Refresh sees that within RefreshInterval.
 func (r *Register) refreshForRequest() {
 	r.mu.Lock()
 	fd, want, good := r.fd, r.stamp, r.err == nil && r.file != nil
