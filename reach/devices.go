@@ -256,11 +256,13 @@ func (a netHTTPAnswer) endAnswer() { a.rc.SetWriteDeadline(time.Unix(1, 0)) }
 type fastAnswer struct{ c *conn }
 
 // fastRequests are what the fast loop's requests on one connection reuse, one after another:
-// the stream a revocation ends (its answer: the connection), and the func that ends a request.
-// Made once, by the connection's first request that the fast loop forwards.
+// the stream a revocation ends (its answer: the connection), the func that ends a request, and
+// the context that carries its admission (nothing keeps a request's context past done, which
+// empties it). Made once, by the connection's first request that the fast loop forwards.
 type fastRequests struct {
 	stream stream
 	done   func()
+	ctx    admittedContext
 }
 
 func (a fastAnswer) endAnswer() { a.c.Conn.Close() }

@@ -122,15 +122,18 @@ type Config struct {
 // (S9, proxy.AnswerItself). An answer of the door's own that its caller has not taken within
 // AnswerTimeout is given up (S9, R6: answer.go).
 type Door struct {
-	cfg     Config
-	log     *slog.Logger
-	now     func() time.Time
-	listen  netip.AddrPort
-	auth    *ca.Authority
-	limiter *Limiter
-	router  *httprouter.Router
-	door    *proxy.Door
-	streams streams
+	cfg    Config
+	log    *slog.Logger
+	now    func() time.Time
+	listen netip.AddrPort
+	// hostText and sniText are listen and its address as a Host and an SNI name spell them:
+	// admitHost's quick match.
+	hostText, sniText string
+	auth              *ca.Authority
+	limiter           *Limiter
+	router            *httprouter.Router
+	door              *proxy.Door
+	streams           streams
 
 	ln     net.Listener
 	socket net.Listener // the listening socket itself, as Listen gave it: HandOff's to pass on
@@ -161,6 +164,7 @@ func Open(ctx context.Context, cfg Config) (*Door, error) {
 	}
 	d := &Door{cfg: cfg, log: cfg.Log, now: cfg.Now, listen: cfg.Profile.Listen, limiter: cfg.Limiter,
 		served: make(chan struct{}), conns: newConnTable(cfg.Log, cfg.Now, cfg.conns)}
+	d.hostText, d.sniText = d.listen.String(), d.listen.Addr().String()
 	d.streams.init()
 	d.door = &proxy.Door{
 		Hop:      cfg.Hop,
@@ -366,14 +370,19 @@ func (d *Door) admitFast(r *http.Request) (*http.Request, func(), bool) {
 	fr := c.fast // only this connection's fast loop touches it
 	if fr == nil {
 		fr = &fastRequests{stream: stream{rc: fastAnswer{c}}}
-		fr.done = func() { c.setActive(false); d.streams.remove(&fr.stream) }
+		fr.done = func() {
+			c.setActive(false)
+			d.streams.remove(&fr.stream)
+			fr.ctx = admittedContext{}
+		}
 		c.fast = fr
 	}
 	if !d.streams.add(&fr.stream, dev.ID6, mark) {
 		return nil, nil, false
 	}
 	c.setActive(true)
-	return r.WithContext(withAdmitted(r.Context(), dev, mark)), fr.done, true
+	fr.ctx = admittedContext{Context: r.Context(), a: admitted{dev: dev, mark: mark}}
+	return r.WithContext(&fr.ctx), fr.done, true
 }
 
 // consoleField is the fast loop's ConsoleField: the device cookie never reaches a console (R9),
