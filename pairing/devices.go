@@ -58,11 +58,18 @@ type Device struct {
 	// Consoles is what the device may open (SPEC G1), given at pairing (`fleet reach pair
 	// --consoles`). Never nil for a device of a register; a nil Grant allows nothing.
 	Consoles *access.Grant
+
+	login string // Login, made once when the register loads the device: asked every request
 }
 
 // Login is how the device is asserted onward (SPEC R9): device:<slug>#<id6>, a shape no person's
 // login can have.
-func (d Device) Login() string { return "device:" + d.Slug + "#" + d.ID6 }
+func (d Device) Login() string {
+	if d.login != "" {
+		return d.login
+	}
+	return "device:" + d.Slug + "#" + d.ID6
+}
 
 type deviceRecord struct {
 	ID6      string    `json:"id6"`
@@ -109,7 +116,9 @@ func (r deviceRecord) device() Device {
 	if err != nil {
 		g = access.Nothing // not reached: readDevices refuses such a file
 	}
-	return Device{ID6: r.ID6, Name: r.Name, Slug: r.Slug, Created: r.Created, LastSeen: r.LastSeen, LastAddr: r.LastAddr, Consoles: g}
+	d := Device{ID6: r.ID6, Name: r.Name, Slug: r.Slug, Created: r.Created, LastSeen: r.LastSeen, LastAddr: r.LastAddr, Consoles: g}
+	d.login = d.Login()
+	return d
 }
 
 // consolesOf is the Grant of a stored list of patterns: every console when there is none.

@@ -56,6 +56,25 @@ func TestCleanName_R9(t *testing.T) {
 	}
 }
 
+// TestLoadedDeviceLogin_R9: a device the register loaded asserts the same login as the one
+// registered (the register makes it once, not every request).
+func TestLoadedDeviceLogin_R9(t *testing.T) {
+	dir := reachDir(t)
+	d, cred, err := RegisterDeviceFor(dir, "Ann's iPhone", access.Everything, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := OpenRegister(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.WaitWrites()
+	seen, ok := reg.Authenticate(cred, t0, "192.0.2.1")
+	if want := "device:ann-s-iphone#" + d.ID6; !ok || seen.Login() != want || d.Login() != want {
+		t.Fatalf("loaded %q (believed %v), registered %q, want %q", seen.Login(), ok, d.Login(), want)
+	}
+}
+
 func TestRegisterDevice_R8_R9(t *testing.T) {
 	dir := reachDir(t)
 	d, cred, err := RegisterDeviceFor(dir, "Ann's iPhone", access.Everything, t0)
