@@ -52,16 +52,21 @@ func IsIdentityName(name string) bool {
 // under any spelling, with any value (empty too), names one in Connection, or declares one as a
 // trailer.
 func CheckNoAssertion(r *http.Request) *Refusal {
-	for name := range r.Header {
-		if contract.IsAssertionName(name) {
-			return Refuse(http.StatusBadRequest, "assertion-sent", "the request carries an assertion header; only the supervisor writes it")
-		}
+	_, named := scanHeader(r.Header)
+	return checkNoAssertion(r, named)
+}
+
+// checkNoAssertion is CheckNoAssertion, told whether a name of r.Header is an assertion header's
+// (scanHeader).
+func checkNoAssertion(r *http.Request, named bool) *Refusal {
+	if named {
+		return Refuse(http.StatusBadRequest, "assertion-sent", "the request carries an assertion header; only the supervisor writes it")
 	}
 	if listsAssertionName(r.Header.Values("Connection")) {
 		return Refuse(http.StatusBadRequest, "assertion-sent", "the request names an assertion header in Connection")
 	}
 	// net/http moves the names declared in "Trailer:" into r.Trailer; look at both.
-	for name := range r.Trailer {
+	for name := range r.Trailer { // nil but for a request with a body that declares trailers
 		if contract.IsAssertionName(name) {
 			return Refuse(http.StatusBadRequest, "assertion-sent", "the request declares an assertion header as a trailer")
 		}

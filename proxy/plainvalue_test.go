@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"net/netip"
 	"strings"
 	"testing"
 )
@@ -102,4 +103,19 @@ func FuzzVisibleTarget(f *testing.F) {
 			t.Fatalf("visibleTarget(%q) = %v, the rule says %v", s, got, want)
 		}
 	})
+}
+
+// TestAddrTextIsString_S6: X-Forwarded-For carries the verified address as netip writes it,
+// whichever address had its slot before (addrText keeps one a slot).
+func TestAddrTextIsString_S6(t *testing.T) {
+	addrs := []string{"100.64.0.7", "100.64.0.23", "192.168.1.7", "::ffff:192.168.1.7",
+		"fd7a:115c:a1e0::7", "fe80::7%eth0", "fe80::7%eth1", "100.64.0.7"}
+	for round := 0; round < 2; round++ {
+		for _, s := range addrs {
+			ip := netip.MustParseAddr(s)
+			if got := addrText(ip); got != ip.String() {
+				t.Fatalf("addrText(%s) = %q, want %q", s, got, ip.String())
+			}
+		}
+	}
 }

@@ -4,6 +4,8 @@ import (
 	"log/slog"
 	"net/http"
 	"time"
+
+	"github.com/phase-console/fleet/contract"
 )
 
 // A door's limits on slow or huge requests (SPEC S9), set on purpose: headers must arrive quickly,
@@ -34,15 +36,26 @@ func NewServer(h http.Handler, log *slog.Logger) *http.Server {
 }
 
 // checkHeaderSize refuses request headers over MaxHeaderBytes (S9): 431 header-too-large.
-func checkHeaderSize(r *http.Request) *Refusal {
-	n := len(r.Method) + len(r.RequestURI) + len(r.Proto) + len(r.Host) + 16
-	for k, vv := range r.Header {
-		for _, v := range vv {
-			n += len(k) + len(v) + 4 // "k: v\r\n"
-		}
-	}
+// fields is what scanHeader measured of r.Header.
+func checkHeaderSize(r *http.Request, fields int) *Refusal {
+	n := len(r.Method) + len(r.RequestURI) + len(r.Proto) + len(r.Host) + 16 + fields
 	if n > MaxHeaderBytes {
 		return Refuse(http.StatusRequestHeaderFieldsTooLarge, "header-too-large", "request headers are limited to 64 KiB")
 	}
 	return nil
+}
+
+// scanHeader walks h once for what the Door asks of every field of a request: their size as
+// written ("k: v\r\n" each: checkHeaderSize, S9) and whether any name is an assertion header's
+// under any spelling (S3, CheckNoAssertion).
+func scanHeader(h http.Header) (fields int, assertion bool) {
+	for k, vv := range h {
+		if contract.IsAssertionName(k) {
+			assertion = true
+		}
+		for _, v := range vv {
+			fields += len(k) + len(v) + 4
+		}
+	}
+	return fields, assertion
 }
