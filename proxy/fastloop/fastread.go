@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unsafe"
 
 	"golang.org/x/net/http/httpguts"
 
@@ -27,7 +28,8 @@ import (
 type requestReader struct {
 	base   http.Request // empty but for the connection's context (setContext), copied into req
 	req    http.Request
-	lines  string // the header lines of req, as fastHead admitted them: writeConsoleHead's
+	url    url.URL // req's URL when readPlainTarget read it
+	lines  string  // the header lines of req, as fastHead admitted them: writeConsoleHead's
 	fields *fieldStore
 }
 
@@ -41,9 +43,13 @@ func (rr *requestReader) read(head, remote string) (*http.Request, error) {
 	line, rest, _ := strings.Cut(head, "\r\n")
 	method, target, _ := strings.Cut(line, " ")
 	target = target[:len(target)-len(" HTTP/1.1")]
-	u, err := url.ParseRequestURI(target) // as ReadRequest: fastHead made sure it cannot fail
-	if err != nil {
-		return nil, err
+	u := &rr.url
+	if !readPlainTarget(target, u) {
+		var err error
+		u, err = url.ParseRequestURI(target) // as ReadRequest: fastHead made sure it cannot fail
+		if err != nil {
+			return nil, err
+		}
 	}
 	if rr.fields == nil {
 		rr.fields = fieldStores.Get().(*fieldStore)
@@ -63,6 +69,34 @@ func (rr *requestReader) read(head, remote string) (*http.Request, error) {
 	r.Body = http.NoBody
 	return r, nil
 }
+
+// readPlainTarget reads into u what url.ParseRequestURI makes of target (a request line's, that
+// fastRequestLine admitted), when its path is of the plain kind nearly every path is: letters,
+// digits and "-._~/" only, so that it is its own Path and has no RawPath. false: u is not set, and
+// the target is for ParseRequestURI. FuzzFastHead holds it to ReadRequest's URL.
+func readPlainTarget(target string, u *url.URL) bool {
+	path, query, hasQuery := strings.Cut(target, "?")
+	for i := 0; i < len(path); i++ {
+		if !plainPathByte[path[i]] {
+			return false
+		}
+	}
+	// As url.parse: a lone "?" at the end is ForceQuery with no query; else all after the
+	// first "?" is the query.
+	force := hasQuery && query == ""
+	*u = url.URL{Path: path, RawQuery: query, ForceQuery: force}
+	return true
+}
+
+// plainPathByte are the bytes a path may hold and still be its own Path, unescaped and escaped
+// alike (url.URL.EscapedPath leaves them).
+var plainPathByte = func() (t [256]bool) {
+	for c := range t {
+		t[c] = 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+			strings.IndexByte("-._~/", byte(c)) >= 0
+	}
+	return t
+}()
 
 func (rr *requestReader) release() {
 	rr.fields.release()
@@ -183,6 +217,14 @@ type answerReader struct {
 	res   http.Response
 	lines string // the header lines of res, as fastAnswer admitted them: writeCallerHead's
 	body  lengthBody
+	head  []byte // the last head kept (keep), reused from one answer to the next
+}
+
+// keep copies head into ar's own buffer and returns it as a string, valid until the next keep:
+// an answer's head is done with before the next one is read (nothing of an exchange outlives it).
+func (ar *answerReader) keep(head []byte) string {
+	ar.head = append(ar.head[:0], head...)
+	return unsafe.String(unsafe.SliceData(ar.head), len(ar.head))
 }
 
 // read returns the answer to out whose head fastAnswer admitted, with the length and the
@@ -204,7 +246,7 @@ func (ar *answerReader) read(head string, length int64, closes bool, br *bufio.R
 	return &ar.res
 }
 
-func (ar *answerReader) release() { *ar = answerReader{} }
+func (ar *answerReader) release() { *ar = answerReader{head: ar.head[:0]} }
 
 // A lengthBody is an answer's body of a known length, read as net/http reads one: the last bytes
 // come with io.EOF, and a body cut short is io.ErrUnexpectedEOF.

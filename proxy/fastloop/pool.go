@@ -122,7 +122,7 @@ func (uc *upConn) readAnswer(out *http.Request, ar *answerReader) (*http.Respons
 		return nil, err
 	}
 	if head != nil {
-		s := string(head)
+		s := ar.keep(head)
 		if length, closes, ok := fastAnswer(s); ok {
 			uc.br.Discard(len(s))
 			return ar.read(s, length, closes, uc.br, out), nil
