@@ -174,6 +174,10 @@ type conn struct {
 	stopIdle      func() bool
 	idleGen       uint64 // an idle timer armed for another generation does nothing
 
+	// shownAs is id6 while c is a device's (kind deviceConn), else nil: set and cleared under
+	// mu with kind, read without it by credentialShown, which each of the device's requests asks.
+	shownAs atomic.Pointer[string]
+
 	// R6d (tickets.go): the handle sealed into the ticket this connection was given, and the
 	// one it last showed when resuming (its session's), each when has… is set.
 	issued, unwrapped       ticketHandle
@@ -597,6 +601,9 @@ func (t *connTable) credentialShown(r *http.Request, id6 string) bool {
 	if t == nil || c == nil || c.table != t {
 		return true
 	}
+	if shown := c.shownAs.Load(); shown != nil && *shown == id6 {
+		return true // a device's already, this device's: what promoteLocked would answer
+	}
 	t.mu.Lock()
 	evicted, kept := t.promoteLocked(c, id6)
 	t.mu.Unlock()
@@ -645,6 +652,8 @@ func (t *connTable) promoteLocked(c *conn, id6 string) (evicted *conn, kept bool
 	}
 	c.kind = deviceConn
 	c.id6 = id6
+	shown := id6
+	c.shownAs.Store(&shown)
 	t.devices[c] = struct{}{}
 	l := t.byDevice[id6]
 	if l == nil {
@@ -671,6 +680,7 @@ func oldestIdle(l *connList) *conn {
 
 // undeviceLocked takes the device's connection c off its device's list and the devices' set.
 func (t *connTable) undeviceLocked(c *conn) {
+	c.shownAs.Store(nil)
 	delete(t.devices, c)
 	if l := t.byDevice[c.id6]; l != nil {
 		l.remove(c)

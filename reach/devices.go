@@ -6,6 +6,7 @@ import (
 	"net/textproto"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/phase-console/fleet/pairing"
@@ -230,7 +231,7 @@ func (d *Door) Revoke(id6 string) {
 type streams struct {
 	mu      sync.Mutex
 	live    map[string]map[*stream]struct{}
-	seq     uint64            // revocations told so far
+	seq     atomic.Uint64     // revocations told so far: written under mu, read by mark without it
 	revoked map[string]uint64 // by id6: seq just after its last revocation
 }
 
@@ -292,9 +293,7 @@ func (s *streams) init() {
 // mark is taken before a request's device is authenticated: a revocation of that device told
 // after it (cancel) refuses the request in track.
 func (s *streams) mark() uint64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.seq
+	return s.seq.Load() // a revocation after this load raises seq past it before add looks
 }
 
 // track returns a context that the device id6's revocation cancels — which also expires the
@@ -345,8 +344,7 @@ func (s *streams) remove(st *stream) {
 func (s *streams) cancel(id6 string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.seq++
-	s.revoked[id6] = s.seq
+	s.revoked[id6] = s.seq.Add(1)
 	for st := range s.live[id6] {
 		st.end()
 	}
