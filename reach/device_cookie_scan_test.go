@@ -24,22 +24,6 @@ func cookiesNamed(r *http.Request) (cred string, n int) {
 	return cred, n
 }
 
-// splitWithoutDeviceCookie is withoutDeviceCookie without its fast answer for a line that holds
-// nothing but the device cookie.
-func splitWithoutDeviceCookie(line string) string {
-	var parts []string
-	for _, p := range strings.Split(line, ";") {
-		name, _, _ := strings.Cut(p, "=")
-		if strings.TrimSpace(name) == pairing.CookieName {
-			continue
-		}
-		if strings.TrimSpace(p) != "" {
-			parts = append(parts, strings.TrimSpace(p))
-		}
-	}
-	return strings.Join(parts, "; ")
-}
-
 const cred43 = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
 
 var cookieLines = [][]string{

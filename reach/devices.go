@@ -184,6 +184,12 @@ func withoutDeviceCookie(line string) string {
 	if onlyDeviceCookie(line) {
 		return "" // a phone's usual line, on every request: nothing to build
 	}
+	return splitWithoutDeviceCookie(line)
+}
+
+// splitWithoutDeviceCookie is withoutDeviceCookie without its quick answer for a line that holds
+// nothing but the device cookie: the line split, and built again without it.
+func splitWithoutDeviceCookie(line string) string {
 	var parts []string
 	for _, p := range strings.Split(line, ";") {
 		name, _, _ := strings.Cut(p, "=")
