@@ -91,7 +91,7 @@ type connTable struct {
 	devices   map[*conn]struct{}         // every device's connection
 	byDevice  map[string]*connList       // devices' connections by device, in the order they became its (R6e)
 	claims    map[string]int             // claimed connections by device (claimLocked)
-	sealer    *tls.Config                // seals and opens the door's session tickets (tickets.go)
+	sealer    atomic.Pointer[tls.Config] // seals and opens the door's session tickets (tickets.go)
 	handles   map[ticketHandle]string    // a session ticket's handle → the device it was sealed for (R6d, tickets.go)
 	rings     map[string]*handleRing     // each device's handles, newest kept
 	peekBuf   [peekLimit]byte            // what an eviction asks the kernel for (peekPending)
@@ -199,7 +199,7 @@ func (c *conn) Read(p []byte) (int, error) {
 			c.doorRead.Store(true)
 		}
 		if !c.helloIn.Load() {
-			if c.hello.read(p[:n]) {
+			if c.hello.read(p[:n], c.table.offeredHandle) {
 				c.helloIn.Store(true)
 				c.table.greeted(c)
 			}
@@ -340,7 +340,7 @@ func (t *connTable) firstToEvictLocked(waiting, stalled, all *connList) *conn {
 	now := time.Now()
 	for c := waiting.oldest; c != nil; c = waiting.oldest {
 		if c.helloIn.Load() {
-			t.greetLocked(c)
+			t.arrivedLocked(c)
 			continue
 		}
 		pending := peekPending(c.Conn, t.peekBuf[:])
@@ -358,9 +358,11 @@ func (t *connTable) firstToEvictLocked(waiting, stalled, all *connList) *conn {
 			return c
 		}
 		c.helloIn.Store(true)
-		t.greetLocked(c)
 		if fresh {
+			t.greetLocked(c)
 			t.claimLocked(c, pending)
+		} else {
+			t.arrivedLocked(c) // the door read it: its read is about to say so
 		}
 	}
 	if c := t.stalledLocked(stalled); c != nil {
@@ -373,8 +375,8 @@ func (t *connTable) firstToEvictLocked(waiting, stalled, all *connList) *conn {
 // and not read by the door yet, or nil. An eviction saw it whole and it offered no live device's
 // session (else claimLocked took it off all): a stranger's for sure, queued behind the door's
 // handshakes, where a young connection still waiting for its hello may be a phone's a moment
-// late to write it. One the door has started reading is left alone: its handshake may be about
-// to resume a device's session (unwrap claims it then). The walk is at most the bound's length.
+// late to write it. One the door has read is left alone: its handshake is under way, and a
+// stranger that is not stalled may be a phone pairing. The walk is at most the bound's length.
 func unreadHello(all *connList) *conn {
 	for c := all.oldest; c != nil; c = all.links(c).newer {
 		if c.helloIn.Load() && !c.doorRead.Load() && !c.waitingOn {
@@ -437,11 +439,23 @@ func (t *connTable) unstallLocked(c *conn) {
 	c.stalledOn = false
 }
 
-// greeted records that the stranger's connection c has its ClientHello whole.
+// greeted records that the stranger's connection c has its ClientHello whole, read by the door.
 func (t *connTable) greeted(c *conn) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.greetLocked(c)
+	t.arrivedLocked(c)
+}
+
+// arrivedLocked takes c, whose ClientHello the door has read whole, off the waiting lists, and
+// claims it when its hello offers a session of a live device (claimHandleLocked): at once, not
+// only when its handshake opens the ticket, for between the two the door computes its key
+// share, which a flood's handshakes can make last long enough for a full source bound to turn
+// over.
+func (t *connTable) arrivedLocked(c *conn) {
+	t.greetLocked(c) // unless an eviction did, seeing the hello's last bytes in the kernel's buffer
+	if h, ok := c.hello.offer(); ok {
+		t.claimHandleLocked(c, h)
+	}
 }
 
 // greetLocked takes c off the waiting lists, if it is on them.

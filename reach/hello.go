@@ -77,17 +77,57 @@ func (s *helloScan) feed(b []byte) bool {
 type helloState struct {
 	mu   sync.Mutex
 	scan helloScan
+	// kept is what the door has read of the ClientHello while it came in pieces, up to
+	// peekLimit, so that the whole hello can be asked for its ticket (R6d); tooLong: it was
+	// longer, and is not kept.
+	kept    []byte
+	tooLong bool
+	// offered is the handle of the door's own ticket that the ClientHello the door read offers
+	// to resume (R6d), when hasOffer: set with scan's done, so that whoever sees one sees both.
+	offered  ticketHandle
+	hasOffer bool
 }
 
 // read scans b, just read from the connection; it reports whether the ClientHello became whole
-// with it.
-func (h *helloState) read(b []byte) bool {
+// with it. The whole hello, as read from the connection's first byte, is then asked for the
+// handle of the ticket it offers (open) unless it was longer than peekLimit.
+func (h *helloState) read(b []byte, open func(hello []byte) (ticketHandle, bool)) (whole bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.scan.done || h.scan.bad {
 		return false
 	}
-	return h.scan.feed(b)
+	fresh := h.scan == helloScan{}
+	whole = h.scan.feed(b)
+	hello := b // the common case: the whole hello in one read, nothing kept
+	if !whole || !fresh {
+		switch {
+		case h.scan.bad || h.tooLong:
+			h.kept = nil
+		case len(h.kept)+len(b) > peekLimit:
+			h.kept, h.tooLong = nil, true
+		default:
+			if h.kept == nil && fresh && len(b) >= 5 { // room for the whole record at once
+				h.kept = make([]byte, 0, min(peekLimit, 5+(int(b[3])<<8|int(b[4]))))
+			}
+			h.kept = append(h.kept, b...)
+		}
+		hello = h.kept
+	}
+	if whole {
+		h.kept = nil
+		if hello != nil {
+			h.offered, h.hasOffer = open(hello)
+		}
+	}
+	return whole
+}
+
+// offer is the handle of the ticket that the ClientHello the door read offers, if any.
+func (h *helloState) offer() (ticketHandle, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.offered, h.hasOffer
 }
 
 // arrivedWith reports whether the ClientHello is whole once pending, the bytes that arrived and

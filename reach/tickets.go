@@ -58,9 +58,7 @@ func (t *connTable) tlsConfig(base *tls.Config) *tls.Config {
 	// sealer's ticket keys seal every ticket of this door: one set, generated and rotated by
 	// crypto/tls, shared by the connections' own configurations.
 	sealer := &tls.Config{}
-	t.mu.Lock()
-	t.sealer = sealer
-	t.mu.Unlock()
+	t.sealer.Store(sealer)
 	out := base.Clone()
 	out.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
 		c := connOf(hello.Conn)
@@ -158,20 +156,30 @@ func handleOf(ss *tls.SessionState) (h ticketHandle, ok bool) {
 // got with it. The claim proves nothing yet (the ticket's binder is checked in the handshake),
 // so a device's claimed connections are bounded (handlesPerDevice) and counted as no device's.
 func (t *connTable) claimLocked(c *conn, hello []byte) {
-	identity := helloTicket(hello)
-	if identity == nil || t.sealer == nil || c.kind != strangerConn {
+	if c.kind != strangerConn {
 		return
 	}
-	ss, _ := t.sealer.DecryptTicket(identity, tls.ConnectionState{})
-	if h, ok := handleOf(ss); ok {
+	if h, ok := t.offeredHandle(hello); ok {
 		t.claimHandleLocked(c, h)
 	}
 }
 
+// offeredHandle is the handle sealed into the first session ticket that hello, a whole
+// ClientHello from a connection's first byte, offers to resume, if it is one of this door's.
+func (t *connTable) offeredHandle(hello []byte) (ticketHandle, bool) {
+	sealer := t.sealer.Load()
+	identity := helloTicket(hello)
+	if identity == nil || sealer == nil {
+		return ticketHandle{}, false
+	}
+	ss, _ := sealer.DecryptTicket(identity, tls.ConnectionState{})
+	return handleOf(ss)
+}
+
 // claimHandleLocked claims the stranger's connection c for the device whose handle h is, as
-// claimLocked says, when h maps to a live device: whether c's ClientHello was seen in the
-// kernel's buffer by an eviction (claimLocked) or read by the door's handshake, which opened
-// its ticket (unwrap) and settles the claim when it ends.
+// claimLocked says, when h maps to a live device: whether c's ClientHello was seen whole in the
+// kernel's buffer by an eviction (claimLocked), or read whole by the door (arrivedLocked), or
+// opened by its handshake (unwrap), whose end settles the claim.
 func (t *connTable) claimHandleLocked(c *conn, h ticketHandle) {
 	if c.kind != strangerConn {
 		return

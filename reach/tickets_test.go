@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"runtime"
 	"strings"
 	"sync"
@@ -55,14 +56,21 @@ func (s *sessionClient) dial() (*tls.Conn, error) {
 }
 
 // dialAtOnce opens a connection as dial does, but connects only when the ClientHello is ready
-// to go and sends it at once, as a phone's kernel sends the hello right behind its handshake's
-// last ACK. Go's client computes its key shares between its connect and its hello; in a test
-// whose flood runs in the same process, the scheduler can hold that moment for milliseconds,
-// while the flood's connections from the same address push the phone's hello-less connection
-// to the front of the source's bound — a delay of the test's, not of the network's.
+// to go and has the kernel send it right behind the handshake's last ACK (dialSending), as a
+// phone's kernel does. Go's client computes its key shares between its connect and its hello;
+// and in a test whose flood runs in the same process, the scheduler can hold the phone between
+// its connect and its write for milliseconds, while the flood's connections from the same
+// address push its hello-less connection to the front of the source's bound: a delay of the
+// test's, not of the network's.
 func (s *sessionClient) dialAtOnce() (*tls.Conn, error) {
 	dialer := &net.Dialer{Timeout: doortest.WaitLimit, LocalAddr: &net.TCPAddr{IP: net.ParseIP(s.src)}}
-	raw := &connectOnWrite{dial: func() (net.Conn, error) { return dialer.Dial("tcp", s.d.Addr) }}
+	src := netip.AddrPortFrom(netip.MustParseAddr(s.src), 0)
+	raw := &connectOnWrite{
+		dialSending: func(first []byte) (net.Conn, bool, error) {
+			return dialSending(src, netip.MustParseAddrPort(s.d.Addr), first)
+		},
+		dial: func() (net.Conn, error) { return dialer.Dial("tcp", s.d.Addr) },
+	}
 	raw.SetDeadline(time.Now().Add(doortest.WaitLimit))
 	conn := tls.Client(raw, s.cfg)
 	if err := conn.Handshake(); err != nil {
@@ -72,15 +80,25 @@ func (s *sessionClient) dialAtOnce() (*tls.Conn, error) {
 	return conn, nil
 }
 
-// connectOnWrite is a net.Conn that connects on its first Write and sends that write at once.
+// connectOnWrite is a net.Conn that connects on its first Write and sends that write at once:
+// with the handshake when dialSending can, else right after it (dial).
 type connectOnWrite struct {
 	net.Conn
-	dial     func() (net.Conn, error)
-	deadline time.Time
+	dialSending func(first []byte) (conn net.Conn, ok bool, err error)
+	dial        func() (net.Conn, error)
+	deadline    time.Time
 }
 
 func (c *connectOnWrite) Write(p []byte) (int, error) {
 	if c.Conn == nil {
+		if conn, ok, err := c.dialSending(p); ok {
+			if err != nil {
+				return 0, err
+			}
+			conn.SetDeadline(c.deadline)
+			c.Conn = conn
+			return len(p), nil
+		}
 		conn, err := c.dial()
 		if err != nil {
 			return 0, err
@@ -144,10 +162,17 @@ func (s *sessionClient) firstSession(t *testing.T, cookie string) {
 // clientHello is a complete ClientHello record, as a client sends it first on a connection.
 func clientHello(t *testing.T) []byte {
 	t.Helper()
+	return clientHelloWith(t, &tls.Config{ServerName: "127.0.0.1", InsecureSkipVerify: true})
+}
+
+// clientHelloWith is the ClientHello record of a client with cfg: with a session in cfg's cache
+// for its server, one that offers to resume it.
+func clientHelloWith(t *testing.T, cfg *tls.Config) []byte {
+	t.Helper()
 	a, b := net.Pipe()
 	defer a.Close()
 	defer b.Close()
-	go tls.Client(a, &tls.Config{ServerName: "127.0.0.1", InsecureSkipVerify: true}).Handshake()
+	go tls.Client(a, cfg).Handshake()
 	b.SetReadDeadline(time.Now().Add(doortest.WaitLimit))
 	hdr := make([]byte, 5)
 	if _, err := io.ReadFull(b, hdr); err != nil {
@@ -183,6 +208,91 @@ func TestHelloScan_R6d(t *testing.T) {
 	}
 	if a, fresh := h.arrivedWith(hello); !a || !fresh {
 		t.Errorf("arrivedWith: not judged on what arrived")
+	}
+}
+
+// TestHelloReadClaims_R6d: a connection whose ClientHello offers a live device's session is
+// claimed as soon as the door has read the hello's last byte, in one read or in several — not
+// only when its handshake opens the ticket, after the door's key-share work, during which a
+// flood can turn a full source bound over. A hello that offers no session, or a revoked
+// device's, leaves its connection a stranger's.
+func TestHelloReadClaims_R6d(t *testing.T) {
+	d := startTestDoor(t)
+	dev, cookie := d.pair("phone")
+	phone := d.sessionClient(phoneAddr)
+	phone.firstSession(t, cookie)
+	resuming := clientHelloWith(t, phone.cfg.Clone())
+	if helloTicket(resuming) == nil {
+		t.Fatal("the phone's hello offers no session (nothing tested)")
+	}
+	table := d.door.conns
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	for _, tc := range []struct {
+		name    string
+		hello   []byte
+		pieces  int
+		before  func()
+		claimed bool
+	}{
+		{"the phone's session, in one read", resuming, 1, nil, true},
+		{"the phone's session, in three reads", resuming, 3, nil, true},
+		{"no session", clientHello(t), 2, nil, false},
+		{"a revoked device's session", resuming, 2, func() {
+			if err := d.register.Revoke(dev.ID6); err != nil {
+				t.Fatal(err)
+			}
+		}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.before != nil {
+				tc.before()
+			}
+			client := doortest.Dial(t, "tcp", ln.Addr().String())
+			raw, err := ln.Accept()
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, _, _ := table.admit(raw)
+			defer c.Close()
+			state := func() (connKind, int) {
+				table.mu.Lock()
+				defer table.mu.Unlock()
+				return c.kind, table.claims[dev.ID6]
+			}
+			buf := make([]byte, len(tc.hello))
+			read := 0
+			for i := range tc.pieces {
+				end := len(tc.hello) * (i + 1) / tc.pieces
+				if _, err := client.Write(tc.hello[read:end]); err != nil {
+					t.Fatal(err)
+				}
+				for read < end {
+					n, err := c.Read(buf[read:end])
+					if err != nil {
+						t.Fatal(err)
+					}
+					read += n
+				}
+				if kind, _ := state(); end < len(tc.hello) && kind != strangerConn {
+					t.Fatalf("after %d of the hello's %d bytes: kind %d, want a stranger's", end, len(tc.hello), kind)
+				}
+			}
+			kind, claims := state()
+			if want := map[bool]connKind{true: claimedConn, false: strangerConn}[tc.claimed]; kind != want || !c.helloIn.Load() {
+				t.Errorf("with the hello read whole: kind %d (hello in: %v), want %d", kind, c.helloIn.Load(), want)
+			}
+			if want := map[bool]int{true: 1, false: 0}[tc.claimed]; claims != want {
+				t.Errorf("the device's claims: %d, want %d", claims, want)
+			}
+			c.Close()
+			if _, claims := state(); claims != 0 {
+				t.Errorf("a closed connection's claim outlives it: %d", claims)
+			}
+		})
 	}
 }
 
