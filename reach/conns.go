@@ -402,9 +402,10 @@ func (t *connTable) stalledLocked(stalled *connList) *conn {
 
 // helloGrace is how long after its accept a connection whose ClientHello has not fully arrived
 // is still only slow: a client writes its ClientHello as soon as it has connected, so one that
-// is not whole a second later is not coming. Until then a connection stalled in its handshake
-// is evicted before it, so that a phone's new connection, whose ClientHello its own machine is
-// a moment late to write, is not the first to go in a flood of stalled handshakes.
+// is not whole a second later is not coming. Until then a connection stalled in its handshake,
+// and one whose hello waits unread (unreadHello), is evicted before it, so that a phone's new
+// connection, whose ClientHello its own machine is a moment late to write, is not the first to
+// go in a flood of stalled handshakes.
 const helloGrace = time.Second
 
 // stall puts the stranger's connection c on the stalled lists, unless its client spoke already.

@@ -19,6 +19,20 @@ func dialSending(src, dst netip.AddrPort, first []byte) (conn net.Conn, ok bool,
 	if !src.Addr().Is4() || !dst.Addr().Is4() {
 		return nil, false, nil
 	}
+	// A signal that interrupts the kernel's wait for the connection leaves the socket half
+	// connected (a restarted call fails): that is the test's process, not the network, so the
+	// phone starts again on a new socket.
+	for range 3 {
+		conn, ok, err = sendOnConnect(src, dst, first)
+		if !ok || err == nil {
+			break
+		}
+	}
+	return conn, ok, err
+}
+
+// sendOnConnect is one attempt of dialSending's.
+func sendOnConnect(src, dst netip.AddrPort, first []byte) (conn net.Conn, ok bool, err error) {
 	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, false, err
@@ -27,6 +41,8 @@ func dialSending(src, dst netip.AddrPort, first []byte) (conn net.Conn, ok bool,
 		syscall.Close(fd)
 		return nil, true, err
 	}
+	// Blocking: the kernel waits for the handshake inside the call and sends first as soon as
+	// it completes, delaying its ACK to go with it.
 	to := &syscall.SockaddrInet4{Port: int(dst.Port()), Addr: dst.Addr().As4()}
 	if err := syscall.Sendto(fd, first, syscall.MSG_FASTOPEN, to); err != nil {
 		syscall.Close(fd)
